@@ -1,0 +1,25 @@
+"""metricopt: Mahalanobis metric learning by convex optimization, with certificates.
+
+Importing metricopt has no side effects (JAX's global configuration is never changed).
+"""
+
+from . import errors, linalg, terms
+from .certify import Certificate, certify
+from .errors import (
+    InputError,
+    MetricoptError,
+    NotConvexError,
+    ProblemTooLargeError,
+    SolverError,
+    UnknownOptionError,
+)
+from .problems import LMNNProblem, MMCProblem, POLAProblem, Problem
+from .solution import Solution, Status
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "certify", "Certificate", "LMNNProblem", "MMCProblem", "POLAProblem", "Problem", "Solution", "Status",
+    "InputError", "MetricoptError", "NotConvexError", "ProblemTooLargeError", "SolverError",
+    "UnknownOptionError", "errors", "linalg", "terms",
+]

@@ -1,0 +1,129 @@
+"""Input checks shared by problems, certificates and estimators."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+
+from .errors import InputError, UnknownOptionError
+
+
+def check_X(X, name="X"):
+    """Return ``X`` as a C-contiguous float64 2-D array, or raise :class:`InputError`."""
+    if sp.issparse(X):
+        raise InputError(f"{name} is a sparse matrix; metricopt needs dense input: pass {name}.toarray().")
+    if np.iscomplexobj(X):
+        raise InputError(f"Complex data not supported: {name} has complex entries; pass real-valued features.")
+    try:
+        arr = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name} must be a numeric array; could not convert it to float64 ({exc}).") from None
+    if arr.ndim != 2:
+        raise InputError(
+            f"{name} must be a 2-D array of shape (n_samples, n_features); got an array with "
+            f"{arr.ndim} dimension(s) and shape {arr.shape}. Reshape it, e.g. X.reshape(-1, 1) for one feature."
+        )
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise InputError(f"{name} is empty (shape {arr.shape}); it needs at least one sample and one feature.")
+    if not np.all(np.isfinite(arr)):
+        n_bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
+        raise InputError(
+            f"{name} contains {n_bad} NaN or infinite value(s); remove or impute them "
+            f"(e.g. sklearn.impute.SimpleImputer) before learning a metric."
+        )
+    return np.ascontiguousarray(arr)
+
+
+def check_y(y, n_samples, name="y"):
+    """Return labels as a 1-D array of length ``n_samples``, or raise :class:`InputError`."""
+    arr = np.asarray(y)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr.ravel()
+    if arr.ndim != 1:
+        raise InputError(f"{name} must be a 1-D array of labels; got shape {arr.shape}.")
+    if arr.shape[0] != n_samples:
+        raise InputError(
+            f"{name} has {arr.shape[0]} labels but X has {n_samples} samples; pass one label per row of X."
+        )
+    if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+        raise InputError(f"{name} contains NaN or infinite labels; every sample needs a valid class label.")
+    return arr
+
+
+def check_classes(y, k=None, method="LMNN"):
+    """Check that ``y`` has at least two classes and, if ``k`` is given, k+1 points per class."""
+    classes, counts = np.unique(y, return_counts=True)
+    if classes.size < 2:
+        raise InputError(
+            f"{method} needs at least two classes; y has only one class ({classes[0]!r}). "
+            "A metric learned from one class cannot separate anything."
+        )
+    if k is not None:
+        small = counts < k + 1
+        if np.any(small):
+            detail = ", ".join(f"{c!r}: {n}" for c, n in zip(classes[small], counts[small]))
+            raise InputError(
+                f"{method} with k={k} needs at least k+1={k + 1} points in every class (each point needs k "
+                f"target neighbours of its own class); these classes have fewer: {detail}. "
+                f"Lower k or drop those classes."
+            )
+    return classes, counts
+
+
+def check_int(value, name, low=None):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputError(f"{name} must be an integer; got {value!r}.")
+    if low is not None and value < low:
+        raise InputError(f"{name} must be >= {low}; got {value}.")
+    return int(value)
+
+
+def check_real(value, name, low=None, high=None, low_open=False):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
+        raise InputError(f"{name} must be a finite real number; got {value!r}.")
+    value = float(value)
+    if low is not None and (value < low or (low_open and value == low)):
+        bound = f"> {low}" if low_open else f">= {low}"
+        raise InputError(f"{name} must be {bound}" + (f" and <= {high}" if high is not None else "") + f"; got {value}.")
+    if high is not None and value > high:
+        raise InputError(f"{name} must be <= {high}" + (f" and >= {low}" if low is not None else "") + f"; got {value}.")
+    return value
+
+
+def check_choice(value, name, choices):
+    """Return ``value`` (case-insensitive match) if it is one of ``choices``, else raise."""
+    lookup = {str(c).lower(): c for c in choices}
+    key = str(value).lower()
+    if key not in lookup:
+        raise UnknownOptionError(
+            f"unknown {name} {value!r}; choose one of: {', '.join(repr(c) for c in choices)}."
+        )
+    return lookup[key]
+
+
+def check_pairs(pairs, n_samples, name="pairs"):
+    """Return an (m, 2) int64 array of index pairs, all in range(n_samples)."""
+    arr = np.asarray(pairs)
+    if arr.size == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        raise InputError(f"{name} must be an array of shape (m, 2) of sample indices; got shape {arr.shape}.")
+    if arr.dtype.kind not in "iu":
+        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise InputError(f"{name} must hold integer sample indices; got dtype {arr.dtype}.")
+    arr = arr.astype(np.int64)
+    bad = (arr < 0) | (arr >= n_samples)
+    if np.any(bad):
+        row = int(np.argwhere(bad)[0, 0])
+        raise InputError(
+            f"{name} row {row} is {arr[row].tolist()}, but indices must lie in [0, {n_samples - 1}] "
+            f"(X has {n_samples} samples)."
+        )
+    if np.any(arr[:, 0] == arr[:, 1]):
+        row = int(np.flatnonzero(arr[:, 0] == arr[:, 1])[0])
+        raise InputError(f"{name} row {row} pairs sample {arr[row, 0]} with itself; remove such pairs.")
+    return arr

@@ -1,0 +1,268 @@
+"""The exact backend: compile a problem to a ``cvxpy.Problem`` and solve it (SCS or Clarabel).
+
+Problems whose terms keep a working set (LMNN's triplet hinge) are solved by the
+cutting-plane loop of Weinberger & Saul (JMLR 2009, Appendix A), made exact:
+
+1. start from the triplets active (within a margin) at ``M = I``;
+2. solve the program restricted to the working set exactly;
+3. search *all* triplets at the new ``M`` (blocked, never ``n x n x k`` in memory)
+   and add every one whose hinge is positive outside the working set;
+4. stop when none is left: the restricted optimum is then feasible for the full
+   problem with the same objective, hence the full problem's optimum.
+
+The returned objective is always re-evaluated by metricopt over every triplet in
+float64; the solver's own value is kept in ``stats["solver_objective"]``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import cvxpy as cp
+import numpy as np
+
+from .._validation import check_choice, check_int, check_real
+from ..errors import ProblemTooLargeError
+from ..linalg import project_psd, symmetrize
+from ..solution import Solution, Status
+
+SOLVERS = ("SCS", "CLARABEL")
+
+#: largest metric dimension the exact backend accepts
+MAX_DIM = 150
+#: largest number of constraint-matrix entries (rows x vec(M) length) it accepts
+MAX_ENTRIES = 60_000_000
+
+_STATUS = {
+    cp.OPTIMAL: Status.OPTIMAL,
+    cp.OPTIMAL_INACCURATE: Status.OPTIMAL_INACCURATE,
+    cp.INFEASIBLE: Status.INFEASIBLE,
+    cp.INFEASIBLE_INACCURATE: Status.INFEASIBLE,
+    cp.UNBOUNDED: Status.UNBOUNDED,
+    cp.UNBOUNDED_INACCURATE: Status.UNBOUNDED,
+    cp.USER_LIMIT: Status.ITERATION_LIMIT,
+    cp.SOLVER_ERROR: Status.ERROR,
+}
+
+
+def _variables(problem):
+    """CVXPY variables; ``M = M_var / problem.var_scale`` keeps the solver's numbers O(1)."""
+    d = problem.d
+    sc = float(problem.var_scale)
+    if problem.diagonal:
+        m = cp.Variable(d, nonneg=True, name="m")
+        V = {"M": cp.diag(m) / sc, "Mvec": m / sc, "_M": m}
+    else:
+        M = cp.Variable((d, d), PSD=True, name="M")
+        V = {"M": M / sc, "Mvec": cp.vec(M, order="C") / sc, "_M": M}
+    for name in problem.extra_variables:
+        V[name] = cp.Variable(name=name)
+    return V
+
+
+def _check_size(problem, ws_sizes):
+    width = problem.d if problem.diagonal else problem.d**2
+    rows = sum(ws_sizes) + sum(len(getattr(t, "pairs", ())) for t in problem.terms)
+    rows += sum(len(getattr(c, "pairs", ())) for c in problem.constraints)
+    entries = rows * width
+    if problem.d > MAX_DIM or entries > MAX_ENTRIES:
+        raise ProblemTooLargeError(
+            f"{problem.method} problem is too large for the exact CVXPY backend: d={problem.d} features "
+            f"(limit {MAX_DIM}) and {rows:,} triplet/pair constraints x {width:,} matrix entries = {entries:,} "
+            f"(limit {MAX_ENTRIES:,}). Use the scalable first-order solver, backend='jax', or reduce the data "
+            "(PCA to fewer dimensions, fewer points or pairs)."
+        )
+
+
+def build_program(problem, working_sets=None):
+    """Compile ``problem`` to ``(cvxpy.Problem, variables)``.
+
+    ``working_sets`` maps each working-set term's index to its triplet array; if
+    ``None``, working-set terms use *every* triplet (the textbook program).
+    """
+    V = _variables(problem)
+    expr, cons = 0, []
+    for idx, term in enumerate(problem.terms):
+        if term.uses_working_set:
+            ws = term.all_triplets(problem) if working_sets is None else working_sets[idx]
+            e, c = term.cvxpy(problem, V, ws)
+        else:
+            e, c = term.cvxpy(problem, V)
+        expr = expr + e
+        cons += c
+    for c in problem.constraints:
+        cons += c.cvxpy(problem, V)
+    return cp.Problem(cp.Minimize(expr / float(problem.obj_scale)), cons), V
+
+
+def _solver_kwargs(solver, tol, max_iter):
+    if solver == "SCS":
+        kw = {"eps_abs": tol, "eps_rel": tol, "max_iters": max_iter}
+    else:
+        kw = {"tol_gap_abs": tol, "tol_gap_rel": tol, "tol_feas": tol, "max_iter": min(max_iter, 500)}
+    return kw
+
+
+def _run(prog, solver, kw, verbose):
+    try:
+        prog.solve(solver=solver, verbose=verbose, **kw)
+    except cp.error.SolverError as exc:
+        return Status.ERROR, f"{solver} failed: {exc}"
+    status = _STATUS.get(prog.status, Status.ERROR)
+    stats = prog.solver_stats
+    if status is Status.OPTIMAL_INACCURATE and stats is not None and stats.num_iters is not None:
+        if stats.num_iters >= kw.get("max_iters", kw.get("max_iter", np.inf)):
+            status = Status.ITERATION_LIMIT
+    return status, f"{solver} returned '{prog.status}'"
+
+
+def solve(problem, solver=None, tol=1e-8, max_iter=100_000, max_rounds=100, working_set=True,
+          min_add=500, certify=1e-6, verbose=False, **unknown):
+    """Solve ``problem`` exactly through CVXPY.
+
+    Parameters
+    ----------
+    solver : {"SCS", "CLARABEL"}, optional
+        SCS (first-order conic) or Clarabel (interior point). Default: the problem's
+        ``default_solver`` (SCS for LMNN; Clarabel for MMC and POLA, whose many small
+        cones SCS converges on slowly).
+    tol : float
+        Solver accuracy (SCS ``eps_abs = eps_rel``; Clarabel gap and feasibility tolerances).
+    max_iter : int
+        Solver iteration limit (Clarabel is capped at 500).
+    max_rounds : int
+        Working-set rounds (LMNN) before giving up with status ``iteration_limit``.
+    working_set : bool
+        ``False`` puts every triplet into one program (the textbook SDP; small data only).
+    min_add : int
+        Each round adds at most ``max(min_add, current working-set size)`` violators,
+        the most violated first (adding all of them after a round whose restricted
+        optimum shrank ``M`` floods the working set with triplets inactive at the optimum).
+    certify : float or None
+        Certify the result (:func:`metricopt.certify`) at this relative-gap tolerance and
+        let the certificate decide the status (see :func:`finalize`); ``None`` skips it.
+    verbose : bool
+        Print the working-set progress (and the solver's own log).
+
+    Returns
+    -------
+    Solution
+    """
+    if unknown:
+        from ..errors import UnknownOptionError
+
+        raise UnknownOptionError(
+            f"unknown option(s) for backend='cvxpy': {sorted(unknown)}; accepted: solver, tol, max_iter, "
+            "max_rounds, working_set, min_add, certify, verbose."
+        )
+    solver = check_choice(str(solver or problem.default_solver).upper(), "solver", SOLVERS)
+    tol = check_real(tol, "tol", low=0.0, low_open=True)
+    max_iter = check_int(max_iter, "max_iter", low=1)
+    max_rounds = check_int(max_rounds, "max_rounds", low=1)
+    kw = _solver_kwargs(solver, tol, max_iter)
+    t0 = time.perf_counter()
+
+    ws_idx = [i for i, t in enumerate(problem.terms) if t.uses_working_set and working_set]
+    V0 = problem.initial_point()
+    if working_set:
+        sets = {i: problem.terms[i].initial_working_set(problem, V0) for i in ws_idx}
+    else:
+        sets = {i: t.all_triplets(problem) for i, t in enumerate(problem.terms) if t.uses_working_set}
+    _check_size(problem, [len(s) for s in sets.values()])
+
+    history, iters, rounds = [], 0, 0
+    status, message, Vval, solver_obj = Status.ERROR, "", None, None
+    while True:
+        rounds += 1
+        prog, V = build_program(problem, sets)
+        status, message = _run(prog, solver, kw, verbose and rounds == 1)
+        st = prog.solver_stats
+        iters += int(st.num_iters or 0) if st is not None else 0
+        if not status.has_point or V["_M"].value is None:
+            break
+        Vval = _values(problem, V)
+        solver_obj = float(prog.value) * float(problem.obj_scale)
+        added, worst = 0, -np.inf
+        for i in ws_idx:
+            new, w = problem.terms[i].violators(problem, Vval, sets[i], max_add=max(min_add, len(sets[i])))
+            worst = max(worst, w)
+            if len(new):
+                sets[i] = np.concatenate([sets[i], new])
+                added += len(new)
+        history.append({"round": rounds, "working_set": int(sum(len(s) for s in sets.values()) - added),
+                        "added": int(added), "max_violation": float(worst), "solver_objective": solver_obj})
+        if verbose:
+            print(f"[metricopt cvxpy] round {rounds}: working set {history[-1]['working_set']}, "
+                  f"added {added}, solver objective {solver_obj:.8g}, {time.perf_counter() - t0:.2f}s")
+        if added == 0:
+            break
+        _check_size(problem, [len(s) for s in sets.values()])
+        if rounds >= max_rounds:
+            status = Status.ITERATION_LIMIT
+            message = f"working-set loop stopped after {rounds} rounds with {added} violated triplets still outside"
+            break
+
+    stats = {
+        "time": time.perf_counter() - t0,
+        "iterations": iters,
+        "rounds": rounds,
+        "working_set_size": int(sum(len(s) for s in sets.values())),
+        "history": history,
+        "solver_objective": solver_obj,
+        "solver_tol": tol,
+    }
+    if Vval is None:
+        msg = message
+        if status is Status.INFEASIBLE and problem.method == "POLA":
+            msg += "; the hard-margin POLA program has no solution on these pairs: pass C (soft margin), e.g. C=1.0"
+        return finalize(problem, Solution(M=None, objective=float("nan"), status=status, backend="cvxpy",
+                                          solver=solver, stats=stats, message=msg), None, t0)
+    objective = problem._objective(Vval)
+    viol = problem.max_violation(Vval)
+    stats["max_violation"] = viol
+    extra = {k: Vval[k] for k in problem.extra_variables}
+    msg = f"{message}; {rounds} working-set round(s), max constraint violation {viol:.2e}"
+    sol = Solution(M=Vval["M"], objective=objective, status=status, backend="cvxpy", solver=solver,
+                   stats=stats, variables=extra, message=msg)
+    return finalize(problem, sol, certify, t0)
+
+
+def finalize(problem, sol, certify_tol, t0):
+    """Attach a duality-gap certificate and let it, not the solver's word, decide optimality.
+
+    A solver status of optimal whose certificate is not within ``certify_tol`` becomes
+    ``optimal_inaccurate``; an inaccurate or iteration-limited solve whose certificate
+    proves the relative gap within ``certify_tol`` becomes ``optimal``. The message
+    keeps the solver's own report either way.
+    """
+    if certify_tol is not None and certify_tol is not False and problem.is_convex and sol.M is not None:
+        from ..certify import certify as _certify
+
+        tol = 1e-6 if certify_tol is True else float(certify_tol)
+        cert = _certify(problem, sol, tol=tol)
+        sol.certificate = cert
+        sol.stats["certificate_rel_gap"] = cert.rel_gap
+        if cert.is_optimal and sol.status.has_point:
+            if sol.status is not Status.OPTIMAL:
+                sol.message += f"; solver status was '{sol.status}', but the certificate proves optimality"
+            sol.status = Status.OPTIMAL
+        elif sol.status is Status.OPTIMAL:
+            sol.status = Status.OPTIMAL_INACCURATE
+            sol.message += f"; the certificate's relative gap {cert.rel_gap:.2e} exceeds tol {tol:.1e}"
+        sol.message += f"; certified relative gap {cert.rel_gap:.2e}"
+    sol.message = f"{sol.status.message} ({sol.message})"
+    sol.stats["time"] = time.perf_counter() - t0
+    return sol
+
+
+def _values(problem, V):
+    """Numpy point from solved CVXPY variables (M symmetrised and projected onto the PSD cone)."""
+    if problem.diagonal:
+        M = np.diag(np.clip(np.asarray(V["_M"].value, dtype=np.float64), 0.0, None))
+    else:
+        M = project_psd(symmetrize(V["_M"].value))
+    M = M / float(problem.var_scale)
+    out = {"M": M}
+    for name in problem.extra_variables:
+        out[name] = float(V[name].value)
+    return problem.repair(out)

@@ -1,0 +1,76 @@
+"""The :class:`Certificate` returned by :func:`metricopt.certify`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+OPTIMAL = "optimal within tol"
+SUBOPTIMAL = "suboptimal"
+INFEASIBLE = "infeasible"
+
+
+@dataclass
+class Certificate:
+    """A duality-gap certificate for a candidate point of a convex problem.
+
+    Attributes
+    ----------
+    upper : float
+        The objective at the (feasible, PSD-projected) candidate, evaluated by
+        metricopt in float64 over all triplets / pairs: an upper bound on the optimum.
+    lower : float
+        The dual objective at a dual-feasible point: a lower bound on the optimum.
+    gap, rel_gap : float
+        ``upper - lower`` and ``gap / max(|upper|, 1e-12)``.
+    verdict : str
+        ``"optimal within tol"`` (``rel_gap <= tol``), ``"suboptimal"`` or ``"infeasible"``.
+    tol : float
+    problem : str
+        The problem's method name.
+    details : dict
+        How the bound was built (dual support sizes, projections, scalings).
+    """
+
+    upper: float
+    lower: float
+    verdict: str
+    tol: float
+    problem: str
+    details: dict = field(default_factory=dict)
+
+    @property
+    def gap(self):
+        return float(self.upper - self.lower)
+
+    @property
+    def rel_gap(self):
+        if not np.isfinite(self.upper):
+            return float("inf")
+        return float(self.gap / max(abs(self.upper), 1e-12))
+
+    @property
+    def is_optimal(self):
+        return self.verdict == OPTIMAL
+
+    def report(self):
+        """A readable multi-line summary."""
+        lines = [
+            f"{self.problem} certificate: {self.verdict} (tol {self.tol:.1e})",
+            f"  upper bound (objective at M) : {self.upper:.12g}",
+            f"  lower bound (dual objective) : {self.lower:.12g}",
+            f"  gap                          : {self.gap:.3e}  (relative {self.rel_gap:.3e})",
+        ]
+        for k, v in self.details.items():
+            if isinstance(v, float):
+                v = f"{v:.6g}"
+            lines.append(f"  {k:<29}: {v}")
+        return "\n".join(lines)
+
+    def __str__(self):
+        return self.report()
+
+    def __repr__(self):
+        return (f"Certificate(verdict={self.verdict!r}, upper={self.upper:.10g}, lower={self.lower:.10g}, "
+                f"rel_gap={self.rel_gap:.3g})")

@@ -1,0 +1,136 @@
+r"""Certificates for the pair-based problems MMC and POLA.
+
+**MMC** (maximise :math:`F(M) = \sum_{l \in D} \sqrt{\langle C_l, M\rangle}` over
+:math:`\{M \succeq 0,\ \langle S, M\rangle \le 1\}`). For every :math:`c > 0`,
+:math:`\sqrt{t} \le (c + t/c)/2`, so with :math:`G(c) = \sum_l C_l / (2 c_l)`
+
+.. math::
+
+    \max F \le \sum_l c_l / 2 + \max_{M \succeq 0,\ \langle S, M\rangle \le 1} \langle G(c), M\rangle
+    = \sum_l c_l / 2 + \lambda_{\max}(G(c), S),
+
+the largest generalised eigenvalue (for diagonal ``M``: :math:`\max_i G_{ii}/S_{ii}`).
+Choosing :math:`c_l = \sqrt{d_M(l)}` at the candidate makes the bound tight at the
+optimum (it is then the KKT multiplier). In metricopt's minimisation form the
+objective is :math:`-F` and the lower bound is minus this value.
+
+**POLA** (:math:`\min \tfrac12(\|M\|_F^2 + b^2) + C\sum_t \xi_t` s.t.
+:math:`y_t(b - \langle C_t, M\rangle) \ge 1 - \xi_t`, :math:`b \ge 1`, :math:`M \succeq 0`).
+Its Lagrange dual function, for :math:`0 \le \alpha_t \le C` (no upper bound for hard
+margins), :math:`K = \sum_t \alpha_t y_t C_t` and :math:`s = \sum_t \alpha_t y_t`, is
+
+.. math::
+
+    g(\alpha) = \sum_t \alpha_t - \tfrac12 \|\Pi_+(-K)\|_F^2 + h(s),\qquad
+    h(s) = \min_{b \ge 1} \tfrac12 b^2 - s b = \tfrac12 - s - \tfrac12 [s - 1]_+^2 ,
+
+a lower bound for every such :math:`\alpha`. The point :math:`\alpha` comes from a
+small restricted dual over the pairs at or inside the margin at the candidate.
+"""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import scipy.linalg
+
+from ..linalg import pair_scatter, symmetrize
+from ._dual import solve_small
+
+
+def mmc_certify(problem, M, feas_tol):
+    """Return ``(upper, lower, details)`` for MMC, or ``None`` when ``M`` is infeasible."""
+    S = problem.similar_matrix
+    budget = float(np.sum(S * M))
+    if budget > 1.0 + feas_tol:
+        return None
+    details = {}
+    if budget > 1.0:
+        details["rescaled onto budget by"] = 1.0 / budget
+    V = problem.repair({"M": M})
+    M = V["M"]
+    upper = problem._objective(V)
+    dis = problem.dissimilar
+    dl = problem.pair_distances(dis[:, 0], dis[:, 1], M)
+    c0 = np.sqrt(np.maximum(dl, 0.0))
+    top = max(float(c0.max(initial=0.0)), 1e-12)
+    # c_l = sqrt(d_l) is the tight choice at an optimum; pairs with d_l ~ 0 (a boundary
+    # solution) blow G up, so also try flooring c at a few levels and keep the best bound
+    best = np.inf
+    for floor in [1e-8 * top] + list(top * np.logspace(-6, 0, 25)):
+        c = np.maximum(c0, floor)
+        G = pair_scatter(problem.X, dis[:, 0], dis[:, 1], 0.5 / c)
+        lam_max = _max_gen_eig(G, S, problem.diagonal, details)
+        best = min(best, 0.5 * float(np.sum(c)) + lam_max)
+    F_upper = best
+    details["similar-pair budget <S, M>"] = budget
+    return upper, -F_upper, details
+
+
+def _max_gen_eig(G, S, diagonal, details):
+    """``max {<G, M> : M PSD (diagonal if asked), <S, M> <= 1}`` (``inf`` when unbounded)."""
+    if diagonal:
+        g, s = np.diag(G), np.diag(S)
+        if np.any((s <= 0) & (g > 0)):
+            return np.inf
+        pos = s > 0
+        return max(0.0, float(np.max(g[pos] / s[pos])))
+    wS = np.linalg.eigvalsh(S)
+    if wS[0] <= 1e-12 * max(wS[-1], 1e-300):
+        details["note"] = "the similar-pair scatter S is singular: the MMC bound is unavailable (possibly unbounded)"
+        return np.inf
+    lam = float(scipy.linalg.eigh(G, S, eigvals_only=True, subset_by_index=[S.shape[0] - 1] * 2)[0])
+    return max(0.0, lam * (1 + 1e-10) + 1e-14 * abs(lam))
+
+
+def _pola_g(problem, alpha):
+    """The POLA dual function at ``alpha`` (float64, exact)."""
+    pr, y = problem.pairs, problem.pair_labels
+    K = pair_scatter(problem.X, pr[:, 0], pr[:, 1], alpha * y)
+    w = np.linalg.eigvalsh(symmetrize(-K))
+    s = float(np.sum(alpha * y))
+    h = 0.5 - s - 0.5 * max(s - 1.0, 0.0) ** 2
+    return float(np.sum(alpha)) - 0.5 * float(np.sum(np.clip(w, 0, None) ** 2)) + h
+
+
+def pola_certify(problem, M, b, feas_tol, band=1e-3, max_free=4000):
+    """Return ``(upper, lower, details)`` for POLA, or ``None`` when ``(M, b)`` is infeasible."""
+    details = {}
+    b = problem.best_extra(M, "b") if b is None else float(b)
+    pr, y = problem.pairs, problem.pair_labels
+    d_all = problem.pair_distances(pr[:, 0], pr[:, 1], M)
+    if problem.C is None:
+        marg = y * (b - d_all)
+        worst = float(marg.min())
+        if b < 1.0 - feas_tol or worst < 1.0 - feas_tol or worst <= 0:
+            return None
+        if worst < 1.0:
+            details["rescaled onto margins by"] = 1.0 / worst
+    V = problem.repair({"M": M, "b": b})
+    M, b = V["M"], V["b"]
+    d_all = problem.pair_distances(pr[:, 0], pr[:, 1], M)
+    upper = problem._objective({"M": M, "b": b})
+    marg = y * (b - d_all)
+    cand = np.flatnonzero(marg <= 1.0 + band)
+    if cand.size > max_free:
+        cand = cand[np.argsort(marg[cand])[:max_free]]
+    Cbox = problem.C
+    best = 0.5
+    if cand.size:
+        X = problem.X
+        Dc = X[pr[cand, 0]] - X[pr[cand, 1]]
+        rows = (Dc[:, :, None] * Dc[:, None, :]).reshape(cand.size, -1)
+        dd = problem.d
+        a = cp.Variable(cand.size, nonneg=True)
+        K = cp.reshape(rows.T @ cp.multiply(y[cand], a), (dd, dd), order="C")
+        W = cp.Variable((dd, dd), PSD=True)
+        s = y[cand] @ a
+        obj = cp.sum(a) - 0.5 * cp.sum_squares(W - K) + 0.5 - s - 0.5 * cp.square(cp.pos(s - 1))
+        cons = [a <= Cbox] if Cbox is not None else []
+        prog = cp.Problem(cp.Maximize(obj), cons)
+        if solve_small(prog):
+            alpha = np.zeros(len(pr))
+            alpha[cand] = np.clip(a.value, 0, Cbox if Cbox is not None else np.inf)
+            best = max(best, _pola_g(problem, alpha))
+    details.update({"threshold b": b, "pairs in dual support": int(cand.size)})
+    return upper, best, details

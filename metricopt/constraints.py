@@ -1,0 +1,106 @@
+"""Constraint structures: target neighbours, triplets, impostor search, pairs.
+
+Nothing here ever forms an ``n x n x k`` array: distances are computed for a
+block of anchor points against all points at a time (memory ``O(block * n)``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .linalg import sq_dists
+
+#: bytes of float64 work space one block may use
+BLOCK_BYTES = 32 * 2**20
+
+
+def _block_size(n, extra=1):
+    return max(1, int(BLOCK_BYTES // (8 * max(n, 1) * max(extra, 1))))
+
+
+def target_neighbors(X, y, k):
+    """The ``k`` nearest same-class points of every point (self excluded).
+
+    Distances are Euclidean in the given ``X``; equal distances are broken by the
+    lower index. Returns an ``(n, k)`` int64 array of point indices.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y)
+    n = X.shape[0]
+    T = np.empty((n, k), dtype=np.int64)
+    for c in np.unique(y):
+        idx = np.flatnonzero(y == c)  # ascending, so stable order == lower index first
+        Xc = X[idx]
+        bs = _block_size(idx.size, 2)
+        for s in range(0, idx.size, bs):
+            rows = np.arange(s, min(s + bs, idx.size))
+            D = sq_dists(Xc[rows], Xc)
+            D[np.arange(rows.size), rows] = np.inf
+            order = np.argsort(D, axis=1, kind="stable")[:, :k]
+            T[idx[rows]] = idx[order]
+    return T
+
+
+def labels_to_pairs(y):
+    """All similar (same-label) and dissimilar pairs ``(a, b)`` with ``a < b``."""
+    y = np.asarray(y)
+    a, b = np.triu_indices(y.shape[0], k=1)
+    same = y[a] == y[b]
+    return np.stack([a[same], b[same]], 1), np.stack([a[~same], b[~same]], 1)
+
+
+def iter_triplets(Z, y, targets, margin=0.0, block_size=None):
+    """Yield ``(i, j, l, h)`` blocks of LMNN triplets with hinge argument ``h > -margin``.
+
+    A triplet is an anchor ``i``, one of its target neighbours ``j`` and a
+    differently labelled point ``l``; its hinge argument is
+    ``h = 1 + ||z_i - z_j||^2 - ||z_i - z_l||^2`` in the transformed space
+    ``Z = X L^T``. Candidates are found with the fast expansion formula and a
+    safety slack, then ``h`` is recomputed from explicit differences, so the
+    returned values are accurate to rounding in the differences.
+    """
+    Z = np.asarray(Z, dtype=np.float64)
+    y = np.asarray(y)
+    n, k = targets.shape
+    bs = block_size or _block_size(n, 2)
+    norms = np.einsum("ij,ij->i", Z, Z)
+    for s in range(0, n, bs):
+        I = np.arange(s, min(s + bs, n))
+        D = sq_dists(Z[I], Z)
+        diff = y[None, :] != y[I][:, None]
+        Tz = Z[targets[I]] - Z[I][:, None, :]
+        dt = np.einsum("bkd,bkd->bk", Tz, Tz)
+        slack = 1e-9 * (norms[I][:, None] + norms[None, :] + 1.0)
+        for kk in range(k):
+            thr = dt[:, kk:kk + 1] + 1.0 + margin + slack
+            ii, ll = np.nonzero((D < thr) & diff)
+            if ii.size == 0:
+                continue
+            i = I[ii]
+            j = targets[i, kk]
+            dl = Z[i] - Z[ll]
+            h = 1.0 + dt[ii, kk] - np.einsum("md,md->m", dl, dl)
+            keep = h > -margin
+            if np.any(keep):
+                yield i[keep], j[keep], ll[keep], h[keep]
+
+
+def active_triplets(Z, y, targets, margin=0.0, block_size=None):
+    """All triplets with hinge argument ``h > -margin``, as int64 arrays ``(i, j, l)`` and ``h``."""
+    parts = list(iter_triplets(Z, y, targets, margin, block_size))
+    if not parts:
+        e = np.zeros(0, dtype=np.int64)
+        return e, e.copy(), e.copy(), np.zeros(0)
+    return tuple(np.concatenate([p[c] for p in parts]) for c in range(4))
+
+
+def hinge_total(Z, y, targets, block_size=None):
+    """``sum over all triplets of [1 + d_ij - d_il]_+`` (blocked, exact differences)."""
+    return float(sum(float(np.sum(h[h > 0])) for *_, h in iter_triplets(Z, y, targets, 0.0, block_size)))
+
+
+def n_triplets(y, targets):
+    """The number of LMNN triplets: sum over anchors of k times the differently labelled points."""
+    y = np.asarray(y)
+    _, inv, counts = np.unique(y, return_inverse=True, return_counts=True)
+    return int(targets.shape[1] * np.sum(y.shape[0] - counts[inv]))

@@ -1,0 +1,108 @@
+"""Small dense linear-algebra helpers shared by every backend.
+
+The one PSD projection of the package lives here (:func:`project_psd`), together
+with the factorisation ``M = L^T L`` and the scatter matrices
+``sum_t w_t (x_a - x_b)(x_a - x_b)^T`` that turn sums over pairs and triplets
+into ``d x d`` matrices.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def symmetrize(M):
+    """Return ``(M + M^T) / 2`` as float64."""
+    M = np.asarray(M, dtype=np.float64)
+    return 0.5 * (M + M.T)
+
+
+def project_psd(M, return_eigs=False):
+    """Euclidean (Frobenius) projection of a symmetric matrix onto the PSD cone.
+
+    ``argmin_{Z >= 0} ||Z - M||_F`` is obtained by clipping the negative
+    eigenvalues of ``(M + M^T)/2`` to zero.
+
+    Parameters
+    ----------
+    M : (d, d) array_like
+    return_eigs : bool
+        Also return the eigenvalues of the symmetrised input.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> project_psd(np.array([[1.0, 0.0], [0.0, -2.0]]))
+    array([[1., 0.],
+           [0., 0.]])
+    """
+    S = symmetrize(M)
+    w, V = np.linalg.eigh(S)
+    Z = (V * np.clip(w, 0.0, None)) @ V.T
+    Z = symmetrize(Z)
+    return (Z, w) if return_eigs else Z
+
+
+def factor(M, rank_tol=0.0):
+    """Return ``L`` with ``L^T L = M`` for a PSD matrix ``M`` (negative eigenvalues clipped).
+
+    Rows are ordered by decreasing eigenvalue; ``L`` is square ``(d, d)``.
+    """
+    w, V = np.linalg.eigh(symmetrize(M))
+    w = np.clip(w, 0.0, None)
+    if rank_tol > 0:
+        w[w < rank_tol * max(w.max(initial=0.0), 1e-300)] = 0.0
+    order = np.argsort(w)[::-1]
+    return (np.sqrt(w[order])[:, None] * V[:, order].T).astype(np.float64)
+
+
+def min_eig(M):
+    """Smallest eigenvalue of the symmetric part of ``M``."""
+    return float(np.linalg.eigvalsh(symmetrize(M))[0])
+
+
+def pair_scatter(X, a, b, w=None, dense_limit=4_000_000):
+    """Return ``sum_t w_t (x_{a_t} - x_{b_t})(x_{a_t} - x_{b_t})^T`` as a ``(d, d)`` matrix.
+
+    Small inputs are summed from the differences directly (most accurate); large
+    ones through the graph-Laplacian identity ``X^T (D_w - W - W^T) X`` with a
+    sparse weight matrix, so no ``(m, d)`` array of differences is formed.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    a = np.asarray(a, dtype=np.int64).ravel()
+    b = np.asarray(b, dtype=np.int64).ravel()
+    n, d = X.shape
+    if w is None:
+        w = np.ones(a.shape[0])
+    w = np.asarray(w, dtype=np.float64).ravel()
+    if a.size == 0:
+        return np.zeros((d, d))
+    if a.size * d <= dense_limit:
+        D = X[a] - X[b]
+        S = (D * w[:, None]).T @ D
+    else:
+        Xc = X - X.mean(axis=0)
+        W = sp.coo_matrix((w, (a, b)), shape=(n, n)).tocsr()
+        deg = np.asarray(W.sum(axis=1)).ravel() + np.asarray(W.sum(axis=0)).ravel()
+        Lap = sp.diags(deg) - W - W.T
+        S = Xc.T @ (Lap @ Xc)
+    return symmetrize(S)
+
+
+def pair_rows(X, a, b):
+    """Rows ``vec((x_a - x_b)(x_a - x_b)^T)`` (row-major), shape ``(m, d*d)``.
+
+    ``pair_rows(X, a, b) @ M.ravel()`` are the squared distances ``d_M(x_a, x_b)``.
+    """
+    D = np.asarray(X, dtype=np.float64)[np.asarray(a)] - np.asarray(X, dtype=np.float64)[np.asarray(b)]
+    return (D[:, :, None] * D[:, None, :]).reshape(D.shape[0], -1)
+
+
+def sq_dists(A, B):
+    """Squared Euclidean distances between the rows of ``A`` and ``B`` (expansion form, clipped at 0)."""
+    aa = np.einsum("ij,ij->i", A, A)
+    bb = np.einsum("ij,ij->i", B, B)
+    D = aa[:, None] + bb[None, :] - 2.0 * (A @ B.T)
+    np.maximum(D, 0.0, out=D)
+    return D

@@ -1,0 +1,107 @@
+"""Large margin nearest neighbour (LMNN) as a declarative problem."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import check_classes, check_int, check_real, check_y
+from ..constraints import n_triplets
+from ..constraints import target_neighbors as default_target_neighbors
+from ..errors import InputError
+from ..linalg import pair_scatter
+from .base import Problem
+from .terms import Linear, Term, TripletHinge
+
+
+def _regularizer_terms(regularizer):
+    if regularizer is None:
+        return []
+    regs = list(regularizer) if isinstance(regularizer, (list, tuple)) else [regularizer]
+    for r in regs:
+        if not isinstance(r, Term):
+            raise InputError(
+                f"regularizer must be a metricopt term (e.g. metricopt.terms.Frobenius(1e-3) or "
+                f"metricopt.terms.Trace(1e-3)) or a list of them; got {r!r}."
+            )
+    return regs
+
+
+class LMNNProblem(Problem):
+    r"""LMNN: Weinberger & Saul, *Distance Metric Learning for Large Margin Nearest
+    Neighbor Classification*, JMLR 10:207-244, 2009 (Eq. 14 and Section 3.4).
+
+    .. math::
+
+        \min_{M \succeq 0}\; (1-\mu) \sum_{i,\, j \rightsquigarrow i} d_M(x_i, x_j)
+        + \mu \sum_{i,\, j \rightsquigarrow i} \sum_{l:\, y_l \ne y_i}
+          \big[1 + d_M(x_i, x_j) - d_M(x_i, x_l)\big]_+ \;+\; R(M)
+
+    with :math:`d_M(a, b) = (a-b)^\top M (a-b)`, :math:`j \rightsquigarrow i` the
+    ``k`` target neighbours of :math:`x_i` and :math:`R` an optional convex
+    regulariser. The exact program (Section 3.4) has one slack per triplet:
+
+    .. math::
+
+        \min_{M \succeq 0,\ \xi \ge 0}\ (1-\mu)\sum_{ij} \langle C_{ij}, M\rangle + \mu \sum_{ijl} \xi_{ijl}
+        \quad\text{s.t.}\quad \langle C_{il} - C_{ij}, M\rangle \ge 1 - \xi_{ijl},
+
+    :math:`C_{ab} = (x_a - x_b)(x_a - x_b)^\top`.
+
+    Parameters
+    ----------
+    X : (n, d) array_like
+    y : (n,) array_like of class labels
+    k : int, default 3
+        Number of target neighbours per point.
+    mu : float in [0, 1], default 0.5
+        Push weight; the pull term has weight ``1 - mu``.
+    target_neighbors : (n, k) int array, optional
+        Default: the ``k`` nearest same-class points by Euclidean distance in ``X``
+        (self excluded, ties broken by the lower index).
+    regularizer : Term or list of Term, optional
+        E.g. ``metricopt.terms.Frobenius(lam)`` or ``metricopt.terms.Trace(lam)``.
+    """
+
+    method = "LMNN"
+    reference = "Weinberger & Saul, JMLR 10:207-244, 2009, Eq. 14"
+
+    def __init__(self, X, y, k=3, mu=0.5, target_neighbors=None, regularizer=None):
+        super().__init__(X)
+        self.y = check_y(y, self.n)
+        self.k = check_int(k, "k", low=1)
+        self.mu = check_real(mu, "mu", low=0.0, high=1.0)
+        self.classes_, _ = check_classes(self.y, self.k, self.method)
+        if target_neighbors is None:
+            T = default_target_neighbors(self.X, self.y, self.k)
+        else:
+            T = np.asarray(target_neighbors)
+            if T.ndim != 2 or T.shape[0] != self.n:
+                raise InputError(f"target_neighbors must have shape (n, k) = ({self.n}, k); got {T.shape}.")
+            if T.dtype.kind not in "iu" or np.any(T < 0) or np.any(T >= self.n):
+                raise InputError(f"target_neighbors must hold integer indices in [0, {self.n - 1}].")
+            T = T.astype(np.int64)
+            if np.any(self.y[T] != self.y[:, None]):
+                raise InputError("every target neighbour must have the same label as its anchor point.")
+            if np.any(T == np.arange(self.n)[:, None]):
+                raise InputError("a point cannot be its own target neighbour.")
+            self.k = T.shape[1]
+        self.target_neighbors = T
+        anchors = np.repeat(np.arange(self.n), self.k)
+        self.pull_matrix = pair_scatter(self.X, anchors, T.ravel())
+        self.regularizer = _regularizer_terms(regularizer)
+        self.terms = [
+            Linear((1.0 - self.mu) * self.pull_matrix, name="pull"),
+            TripletHinge(self.mu),
+            *self.regularizer,
+        ]
+
+    @property
+    def hinge(self):
+        """The push term (:class:`~metricopt.problems.terms.TripletHinge`)."""
+        return self.terms[1]
+
+    @property
+    def n_triplets(self):
+        """Number of triplets ``(i, j, l)`` in the full problem."""
+        return n_triplets(self.y, self.target_neighbors)
+

@@ -1,0 +1,136 @@
+"""POLA (Shalev-Shwartz, Singer & Ng, ICML 2004), batch form, as a declarative problem."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+from scipy.optimize import minimize_scalar
+
+from .._validation import check_pairs, check_real, check_y
+from ..constraints import labels_to_pairs
+from ..errors import InputError
+from .base import Constraint, Problem
+from .terms import Frobenius, HalfSquare, PairHinge
+
+
+class PairMargins(Constraint):
+    """Hard margins ``y_t (b - d_M(x_t, x'_t)) >= 1`` for every labelled pair."""
+
+    def __init__(self, pairs, labels):
+        self.pairs = pairs
+        self.labels = labels
+
+    def margins(self, problem, V):
+        d = problem.pair_distances(self.pairs[:, 0], self.pairs[:, 1], V["M"])
+        return self.labels * (float(V["b"]) - d)
+
+    def cvxpy(self, problem, V):
+        A = problem.pair_rows(self.pairs[:, 0], self.pairs[:, 1])
+        return [cp.multiply(self.labels, V["b"] - A @ V["Mvec"]) >= 1]
+
+    def violation(self, problem, V):
+        return max(0.0, float(np.max(1.0 - self.margins(problem, V))))
+
+
+class LowerBound(Constraint):
+    """``V[var] >= bound`` for a scalar variable."""
+
+    def __init__(self, var, bound):
+        self.var = var
+        self.bound = float(bound)
+
+    def cvxpy(self, problem, V):
+        return [V[self.var] >= self.bound]
+
+    def violation(self, problem, V):
+        return max(0.0, self.bound - float(V[self.var]))
+
+
+class POLAProblem(Problem):
+    r"""POLA, batch form: Shalev-Shwartz, Singer & Ng, *Online and batch learning of
+    pseudo-metrics*, ICML 2004.
+
+    Hard margin (``C=None``):
+
+    .. math::
+
+        \min_{M \succeq 0,\ b \ge 1}\ \tfrac12 (\|M\|_F^2 + b^2)
+        \quad\text{s.t.}\quad y_t\,(b - d_M(x_t, x'_t)) \ge 1 \ \ \forall t,
+
+    with :math:`y_t = +1` for similar and :math:`-1` for dissimilar pairs. Soft
+    margin (``C`` given) adds :math:`C \sum_t \xi_t` with
+    :math:`y_t (b - d_M) \ge 1 - \xi_t,\ \xi \ge 0`. The hard-margin program can be
+    infeasible; the solution's status then says so and suggests ``C``.
+
+    Parameters
+    ----------
+    X : (n, d) array_like
+    y : (n,) labels, optional
+        Pairs: all pairs of points, labelled +1 when the labels agree, -1 otherwise.
+    pairs : (m, 2) int array, optional
+    pair_labels : (m,) array of +1 / -1, optional
+    C : float > 0, optional
+    """
+
+    method = "POLA"
+    reference = "Shalev-Shwartz, Singer & Ng, ICML 2004"
+    extra_variables = ("b",)
+    default_solver = "CLARABEL"
+
+    def __init__(self, X, y=None, pairs=None, pair_labels=None, C=None):
+        super().__init__(X)
+        if pairs is None:
+            if y is None:
+                raise InputError("POLA needs labelled pairs: pass labels y, or pairs=... with pair_labels=... (+1/-1).")
+            self.y = check_y(y, self.n)
+            if np.unique(self.y).size < 2:
+                raise InputError(
+                    f"POLA needs at least two classes to form dissimilar pairs; y has a single class ({self.y[0]!r})."
+                )
+            s, dd = labels_to_pairs(self.y)
+            pairs = np.concatenate([s, dd])
+            pair_labels = np.concatenate([np.ones(len(s)), -np.ones(len(dd))])
+        else:
+            self.y = None if y is None else check_y(y, self.n)
+            if pair_labels is None:
+                raise InputError("pairs were given without pair_labels; pass pair_labels with +1 (similar) or -1 (dissimilar).")
+        self.pairs = check_pairs(pairs, self.n, "pairs")
+        lab = np.asarray(pair_labels, dtype=np.float64).ravel()
+        if lab.shape[0] != self.pairs.shape[0]:
+            raise InputError(f"pair_labels has {lab.shape[0]} entries but there are {self.pairs.shape[0]} pairs.")
+        if not np.all(np.isin(lab, (-1.0, 1.0))):
+            raise InputError("pair_labels must be +1 (similar) or -1 (dissimilar).")
+        if self.pairs.shape[0] == 0:
+            raise InputError("POLA needs at least one labelled pair.")
+        self.pair_labels = lab
+        self.C = None if C is None else check_real(C, "C", low=0.0, low_open=True)
+        self.terms = [Frobenius(1.0), HalfSquare("b")]
+        self.constraints = [LowerBound("b", 1.0)]
+        if self.C is None:
+            self.constraints.append(PairMargins(self.pairs, self.pair_labels))
+        else:
+            self.terms.append(PairHinge(self.pairs, self.pair_labels, self.C))
+
+    def repair(self, V):
+        """Scale ``(M, b)`` up until every hard margin holds (margins scale linearly)."""
+        if self.C is None:
+            d = self.pair_distances(self.pairs[:, 0], self.pairs[:, 1], V["M"])
+            worst = float(np.min(self.pair_labels * (float(V["b"]) - d)))
+            if 0.0 < worst < 1.0:
+                V = {**V, "M": V["M"] / worst, "b": float(V["b"]) / worst}
+        return {**V, "b": max(float(V["b"]), 1.0)}
+
+    def best_extra(self, M, name):
+        """The best threshold ``b`` for a fixed ``M`` (exact for hard margins; 1-D convex search for soft)."""
+        d = self.pair_distances(self.pairs[:, 0], self.pairs[:, 1], M)
+        sim, dis = self.pair_labels > 0, self.pair_labels < 0
+        lo = max(1.0, float(np.max(1.0 + d[sim])) if np.any(sim) else 1.0)
+        if self.C is None:
+            return lo  # smallest feasible b; feasibility of the upper side is checked separately
+
+        def f(b):
+            return 0.5 * b * b + self.C * float(np.sum(np.maximum(1.0 - self.pair_labels * (b - d), 0.0)))
+
+        hi = max(2.0, float(np.max(np.abs(d))) + 2.0, self.C * len(d) + 2.0)
+        res = minimize_scalar(f, bounds=(1.0, hi), method="bounded", options={"xatol": 1e-12})
+        return float(res.x) if f(res.x) <= f(1.0) else 1.0

@@ -1,0 +1,260 @@
+"""Objective terms: each written once, with its float64 value and its CVXPY expression.
+
+A term is a piece of an objective ``sum_k term_k(V)`` over the problem's variables
+``V`` (``V["M"]``, the metric; ``V["b"]`` for problems with a threshold). Every term
+provides
+
+* ``value(problem, V)``: its exact float64 value at a numpy point (over every
+  triplet / pair, never a sample), used for objectives and certificates;
+* ``cvxpy(problem, V, ws)``: a CVXPY expression (and extra constraints) over CVXPY
+  variables, used by the exact backend; ``ws`` is the term's working set when
+  ``uses_working_set`` is true;
+* ``convex``: whether the term is convex in ``V``.
+
+New losses and regularizers are added by subclassing :class:`Term`; the registry
+:data:`TERMS` lists every concrete class, and the test suite checks each one.
+"""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+
+from .._validation import check_real
+from ..constraints import active_triplets, hinge_total
+
+#: every concrete term class, by name (filled by ``register``)
+TERMS: dict[str, type] = {}
+
+
+def register(cls):
+    TERMS[cls.__name__] = cls
+    return cls
+
+
+class Term:
+    """Base class of objective terms (see the module docstring)."""
+
+    convex = True
+    uses_working_set = False
+
+    def value(self, problem, V):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def cvxpy(self, problem, V, ws=None):  # pragma: no cover - abstract
+        """Return ``(expression, [constraints])``."""
+        raise NotImplementedError
+
+    def describe(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        return self.describe()
+
+
+@register
+class Linear(Term):
+    """``<P, M> = trace(P M)`` for a fixed symmetric matrix ``P``."""
+
+    def __init__(self, P, name="linear"):
+        self.P = np.asarray(P, dtype=np.float64)
+        self.name = name
+
+    def value(self, problem, V):
+        return float(np.sum(self.P * V["M"]))
+
+    def cvxpy(self, problem, V, ws=None):
+        return cp.sum(cp.multiply(self.P, V["M"])), []
+
+    def linear_part(self, d):
+        return self.P
+
+    def describe(self):
+        return f"Linear({self.name})"
+
+
+@register
+class Trace(Term):
+    """Trace regulariser ``lam * trace(M)`` (the nuclear norm on the PSD cone)."""
+
+    def __init__(self, lam=1.0):
+        self.lam = check_real(lam, "lam", low=0.0)
+
+    def value(self, problem, V):
+        return self.lam * float(np.trace(V["M"]))
+
+    def cvxpy(self, problem, V, ws=None):
+        return self.lam * cp.trace(V["M"]), []
+
+    def linear_part(self, d):
+        return self.lam * np.eye(d)
+
+    def describe(self):
+        return f"Trace(lam={self.lam:g})"
+
+
+@register
+class Frobenius(Term):
+    """Frobenius regulariser ``(lam / 2) ||M||_F^2`` (strongly convex for ``lam > 0``)."""
+
+    def __init__(self, lam=1.0):
+        self.lam = check_real(lam, "lam", low=0.0)
+
+    def value(self, problem, V):
+        return 0.5 * self.lam * float(np.sum(V["M"] ** 2))
+
+    def cvxpy(self, problem, V, ws=None):
+        return 0.5 * self.lam * cp.sum_squares(V["M"]), []
+
+    def describe(self):
+        return f"Frobenius(lam={self.lam:g})"
+
+
+@register
+class HalfSquare(Term):
+    """``(weight / 2) * v^2`` for a scalar variable ``v`` (POLA's threshold ``b``)."""
+
+    def __init__(self, var="b", weight=1.0):
+        self.var = var
+        self.weight = float(weight)
+
+    def value(self, problem, V):
+        return 0.5 * self.weight * float(V[self.var]) ** 2
+
+    def cvxpy(self, problem, V, ws=None):
+        return 0.5 * self.weight * cp.square(V[self.var]), []
+
+    def describe(self):
+        return f"HalfSquare({self.var})"
+
+
+@register
+class TripletHinge(Term):
+    """``weight * sum_{i, j in N_k(i), l: y_l != y_i} [1 + d_M(x_i, x_j) - d_M(x_i, x_l)]_+``.
+
+    The LMNN push term (Weinberger & Saul, JMLR 2009, Eq. 14, second sum). Its
+    exact program has one slack ``xi_ijl >= 0`` per triplet with
+    ``d_M(x_i, x_l) - d_M(x_i, x_j) >= 1 - xi_ijl``; the exact backend keeps only a
+    working set of triplets (those with ``1 + d_ij - d_il > -margin`` at some iterate)
+    and adds violators until none is left outside it.
+    """
+
+    uses_working_set = True
+
+    def __init__(self, weight, margin=0.1):
+        self.weight = float(weight)
+        self.margin = float(margin)
+
+    def _Z(self, problem, V):
+        return problem.X @ problem.factor(V["M"]).T
+
+    def value(self, problem, V):
+        if self.weight == 0.0:
+            return 0.0
+        return self.weight * hinge_total(self._Z(problem, V), problem.y, problem.target_neighbors)
+
+    def initial_working_set(self, problem, V):
+        i, j, l, _ = active_triplets(self._Z(problem, V), problem.y, problem.target_neighbors, self.margin)
+        return np.stack([i, j, l], 1)
+
+    def all_triplets(self, problem):
+        """Every triplet ``(i, j, l)`` (only for small problems: used by the full textbook program)."""
+        y, T = problem.y, problem.target_neighbors
+        n, k = T.shape
+        out = []
+        for i in range(n):
+            ls = np.flatnonzero(y != y[i])
+            for jj in range(k):
+                out.append(np.stack([np.full(ls.size, i), np.full(ls.size, T[i, jj]), ls], 1))
+        return np.concatenate(out).astype(np.int64) if out else np.zeros((0, 3), np.int64)
+
+    def violators(self, problem, V, ws, tol=1e-9, max_add=None):
+        """Triplets outside ``ws`` whose hinge ``1 + d_ij - d_il`` exceeds ``tol`` at ``V``.
+
+        Returns ``(new_triplets, max_violation)``; new triplets are taken with the
+        term's margin so that near-active ones enter the working set together, at
+        most ``max_add`` of them (the most violated) when given.
+        """
+        i, j, l, h = active_triplets(self._Z(problem, V), problem.y, problem.target_neighbors, self.margin)
+        cand = np.stack([i, j, l], 1)
+        if ws.shape[0]:
+            n = problem.n
+            key = lambda t: (t[:, 0] * n + t[:, 1]) * n + t[:, 2]
+            new = ~np.isin(key(cand), key(ws))
+        else:
+            new = np.ones(cand.shape[0], dtype=bool)
+        worst = float(h[new].max()) if np.any(new) else -np.inf
+        if worst <= tol:
+            return cand[:0], worst
+        cand, h = cand[new], h[new]
+        if max_add is not None and cand.shape[0] > max_add:
+            # keep the most violated: adding everything after a round whose restricted
+            # optimum shrank M would flood the working set with triplets inactive at the optimum
+            top = np.argpartition(-h, max_add - 1)[:max_add]
+            cand = cand[np.sort(top)]
+        return cand, worst
+
+    def cvxpy(self, problem, V, ws=None):
+        ws = np.zeros((0, 3), np.int64) if ws is None else ws
+        if ws.shape[0] == 0 or self.weight == 0.0:
+            return cp.Constant(0.0), []
+        A = problem.pair_rows(ws[:, 0], ws[:, 2]) - problem.pair_rows(ws[:, 0], ws[:, 1])
+        xi = cp.Variable(ws.shape[0], nonneg=True, name="xi")
+        return self.weight * cp.sum(xi), [A @ V["Mvec"] >= 1 - xi]
+
+    def describe(self):
+        return f"TripletHinge(weight={self.weight:g})"
+
+
+@register
+class SqrtDistances(Term):
+    """``weight * sum_{(a,b) in pairs} sqrt(d_M(x_a, x_b))`` (MMC's objective with weight -1).
+
+    Convex for ``weight <= 0`` (a negated sum of concave functions of ``M``).
+    """
+
+    def __init__(self, pairs, weight=-1.0):
+        self.pairs = np.asarray(pairs, dtype=np.int64)
+        self.weight = float(weight)
+        self.convex = self.weight <= 0
+
+    def distances(self, problem, M):
+        return problem.pair_distances(self.pairs[:, 0], self.pairs[:, 1], M)
+
+    def value(self, problem, V):
+        return self.weight * float(np.sum(np.sqrt(np.maximum(self.distances(problem, V["M"]), 0.0))))
+
+    def cvxpy(self, problem, V, ws=None):
+        # u_l <= sqrt(t_l) as the 3-d second-order cone ||(2 u_l, t_l - 1)|| <= t_l + 1
+        t = problem.pair_rows(self.pairs[:, 0], self.pairs[:, 1]) @ V["Mvec"]
+        u = cp.Variable(len(self.pairs), name="sqrt_d")
+        return self.weight * cp.sum(u), [cp.SOC(t + 1, cp.vstack([2 * u, t - 1]), axis=0)]
+
+    def describe(self):
+        return f"SqrtDistances({len(self.pairs)} pairs, weight={self.weight:g})"
+
+
+@register
+class PairHinge(Term):
+    """``C * sum_t [1 - y_t (b - d_M(x_t, x'_t))]_+`` (soft-margin POLA, one slack per pair)."""
+
+    def __init__(self, pairs, labels, C):
+        self.pairs = np.asarray(pairs, dtype=np.int64)
+        self.labels = np.asarray(labels, dtype=np.float64)
+        self.C = float(C)
+
+    def margins(self, problem, V):
+        d = problem.pair_distances(self.pairs[:, 0], self.pairs[:, 1], V["M"])
+        return self.labels * (float(V["b"]) - d)
+
+    def value(self, problem, V):
+        return self.C * float(np.sum(np.maximum(1.0 - self.margins(problem, V), 0.0)))
+
+    def cvxpy(self, problem, V, ws=None):
+        A = problem.pair_rows(self.pairs[:, 0], self.pairs[:, 1])
+        xi = cp.Variable(len(self.pairs), nonneg=True, name="xi")
+        margin = cp.multiply(self.labels, V["b"] - A @ V["Mvec"])
+        return self.C * cp.sum(xi), [margin >= 1 - xi]
+
+    def describe(self):
+        return f"PairHinge({len(self.pairs)} pairs, C={self.C:g})"
