@@ -13,12 +13,15 @@ from .errors import (
     SolverError,
     UnknownOptionError,
 )
+from .estimators import LMNN, MMC, POLA
+from .knn import knn_error, knn_loo_predict, knn_predict, loo_knn_error
 from .problems import LMNNProblem, MMCProblem, POLAProblem, Problem
 from .solution import Solution, Status
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "LMNN", "MMC", "POLA", "knn_predict", "knn_error", "knn_loo_predict", "loo_knn_error",
     "certify", "Certificate", "LMNNProblem", "MMCProblem", "POLAProblem", "Problem", "Solution", "Status",
     "InputError", "MetricoptError", "NotConvexError", "ProblemTooLargeError", "SolverError",
     "UnknownOptionError", "errors", "linalg", "terms",

@@ -52,18 +52,23 @@ def check_y(y, n_samples, name="y"):
     return arr
 
 
+def _py(value):
+    """A numpy scalar as the plain Python value (so messages read 3, not np.int64(3))."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def check_classes(y, k=None, method="LMNN"):
     """Check that ``y`` has at least two classes and, if ``k`` is given, k+1 points per class."""
     classes, counts = np.unique(y, return_counts=True)
     if classes.size < 2:
         raise InputError(
-            f"{method} needs at least two classes; y has only one class ({classes[0]!r}). "
+            f"{method} needs at least two classes; y has only one class ({_py(classes[0])!r}). "
             "A metric learned from one class cannot separate anything."
         )
     if k is not None:
         small = counts < k + 1
         if np.any(small):
-            detail = ", ".join(f"{c!r}: {n}" for c, n in zip(classes[small], counts[small]))
+            detail = ", ".join(f"{_py(c)!r}: {n}" for c, n in zip(classes[small], counts[small]))
             raise InputError(
                 f"{method} with k={k} needs at least k+1={k + 1} points in every class (each point needs k "
                 f"target neighbours of its own class); these classes have fewer: {detail}. "

@@ -39,6 +39,7 @@ from scipy.spatial.distance import cdist
 
 from ._validation import check_int, check_X, check_y
 from .errors import InputError
+from .linalg import factor
 
 __all__ = ["knn_predict", "knn_error", "knn_loo_predict", "loo_knn_error"]
 
@@ -95,15 +96,8 @@ def _resolve_transform(L, M, n_features):
 
 
 def _transform_from_metric(M):
-    """Return ``L = diag(sqrt(w)) V^T`` from ``M = V diag(w) V^T``, negative ``w`` clipped to 0.
-
-    ``M`` is symmetrised first, ``(M + M^T) / 2``; this does not change any
-    quadratic form ``x^T M x`` and hence any distance.
-    """
-    M_sym = 0.5 * (M + M.T)
-    w, V = np.linalg.eigh(M_sym)
-    w = np.clip(w, 0.0, None)
-    return np.sqrt(w)[:, None] * V.T
+    """``L`` with ``L^T L = M`` (negative eigenvalues clipped), via :func:`metricopt.linalg.factor`."""
+    return factor(M)
 
 
 def _apply(X, L):

@@ -17,6 +17,7 @@ float64; the solver's own value is kept in ``stats["solver_objective"]``.
 from __future__ import annotations
 
 import time
+import warnings
 
 import cvxpy as cp
 import numpy as np
@@ -105,7 +106,10 @@ def _solver_kwargs(solver, tol, max_iter):
 
 def _run(prog, solver, kw, verbose):
     try:
-        prog.solve(solver=solver, verbose=verbose, **kw)
+        with warnings.catch_warnings():
+            # cvxpy's "Solution may be inaccurate" warning: the returned status says so instead
+            warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+            prog.solve(solver=solver, verbose=verbose, **kw)
     except cp.error.SolverError as exc:
         return Status.ERROR, f"{solver} failed: {exc}"
     status = _STATUS.get(prog.status, Status.ERROR)

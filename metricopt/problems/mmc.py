@@ -5,7 +5,7 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 
-from .._validation import check_pairs, check_y
+from .._validation import _py, check_pairs, check_y
 from ..constraints import labels_to_pairs
 from ..errors import InputError
 from ..linalg import pair_scatter
@@ -62,7 +62,7 @@ class MMCProblem(Problem):
             if np.unique(self.y).size < 2:
                 raise InputError(
                     f"MMC needs at least two classes to form dissimilar pairs; y has a single class "
-                    f"({self.y[0]!r})."
+                    f"({_py(self.y[0])!r})."
                 )
             s, dd = labels_to_pairs(self.y)
             similar = s if similar is None else similar

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import cvxpy as cp
 import numpy as np
-from scipy.optimize import minimize_scalar
 
-from .._validation import check_pairs, check_real, check_y
+from .._validation import _py, check_pairs, check_real, check_y
 from ..constraints import labels_to_pairs
 from ..errors import InputError
 from .base import Constraint, Problem
@@ -85,7 +84,7 @@ class POLAProblem(Problem):
             self.y = check_y(y, self.n)
             if np.unique(self.y).size < 2:
                 raise InputError(
-                    f"POLA needs at least two classes to form dissimilar pairs; y has a single class ({self.y[0]!r})."
+                    f"POLA needs at least two classes to form dissimilar pairs; y has a single class ({_py(self.y[0])!r})."
                 )
             s, dd = labels_to_pairs(self.y)
             pairs = np.concatenate([s, dd])
@@ -121,16 +120,32 @@ class POLAProblem(Problem):
         return {**V, "b": max(float(V["b"]), 1.0)}
 
     def best_extra(self, M, name):
-        """The best threshold ``b`` for a fixed ``M`` (exact for hard margins; 1-D convex search for soft)."""
+        """The best threshold ``b >= 1`` for a fixed ``M`` (exact).
+
+        Hard margin: the smallest ``b`` meeting every similar pair's margin. Soft margin:
+        ``f(b) = b^2/2 + C sum_t [1 - y_t (b - d_t)]_+`` is convex and piecewise quadratic
+        with kinks at ``1 + d_t`` (similar) and ``d_t - 1`` (dissimilar); its minimiser is
+        found from the right derivative ``b - C #{sim: 1 + d > b} + C #{dis: d - 1 <= b}``.
+        """
         d = self.pair_distances(self.pairs[:, 0], self.pairs[:, 1], M)
-        sim, dis = self.pair_labels > 0, self.pair_labels < 0
-        lo = max(1.0, float(np.max(1.0 + d[sim])) if np.any(sim) else 1.0)
+        sim = np.sort(1.0 + d[self.pair_labels > 0])
+        dis = np.sort(d[self.pair_labels < 0] - 1.0)
         if self.C is None:
-            return lo  # smallest feasible b; feasibility of the upper side is checked separately
+            return max(1.0, float(sim[-1])) if sim.size else 1.0
+        C = self.C
 
-        def f(b):
-            return 0.5 * b * b + self.C * float(np.sum(np.maximum(1.0 - self.pair_labels * (b - d), 0.0)))
+        def slope(b):
+            n_sim = sim.size - np.searchsorted(sim, b, side="right")
+            n_dis = np.searchsorted(dis, b, side="right")
+            return b - C * n_sim + C * n_dis, n_sim, n_dis
 
-        hi = max(2.0, float(np.max(np.abs(d))) + 2.0, self.C * len(d) + 2.0)
-        res = minimize_scalar(f, bounds=(1.0, hi), method="bounded", options={"xatol": 1e-12})
-        return float(res.x) if f(res.x) <= f(1.0) else 1.0
+        if slope(1.0)[0] >= 0:
+            return 1.0
+        kinks = np.unique(np.concatenate([sim, dis]))
+        kinks = kinks[kinks > 1.0]
+        g = slope(kinks)[0]
+        k = int(np.argmax(g >= 0))  # exists: past every kink the slope is b + C * n_dis > 0
+        prev = kinks[k - 1] if k > 0 else 1.0
+        _, n_sim, n_dis = slope(prev)
+        b_star = C * (n_sim - n_dis)  # stationary point of the quadratic piece on (prev, kinks[k])
+        return float(b_star) if b_star < kinks[k] else float(kinks[k])
