@@ -7,18 +7,24 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import InputError, UnknownOptionError
+from .errors import InputError, InputTypeError, UnknownOptionError
 
 
 def check_X(X, name="X"):
     """Return ``X`` as a C-contiguous float64 2-D array, or raise :class:`InputError`."""
     if sp.issparse(X):
         raise InputError(f"{name} is a sparse matrix; metricopt needs dense input: pass {name}.toarray().")
-    if np.iscomplexobj(X):
+    try:
+        raw = np.asarray(X)  # first: array-likes are only ever converted, never passed to other numpy functions
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name} must be a numeric array; could not convert it to float64 ({exc}).") from None
+    if np.iscomplexobj(raw):
         raise InputError(f"Complex data not supported: {name} has complex entries; pass real-valued features.")
     try:
-        arr = np.asarray(X, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
+        arr = raw.astype(np.float64, copy=False)
+    except TypeError as exc:  # e.g. a dict or None in an object array: a TypeError, as scikit-learn raises
+        raise InputTypeError(f"{name} must be a numeric array; could not convert it to float64 ({exc}).") from None
+    except ValueError as exc:  # e.g. strings: stays a plain InputError
         raise InputError(f"{name} must be a numeric array; could not convert it to float64 ({exc}).") from None
     if arr.ndim != 2:
         raise InputError(
@@ -26,7 +32,11 @@ def check_X(X, name="X"):
             f"{arr.ndim} dimension(s) and shape {arr.shape}. Reshape it, e.g. X.reshape(-1, 1) for one feature."
         )
     if arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise InputError(f"{name} is empty (shape {arr.shape}); it needs at least one sample and one feature.")
+        what = f"{arr.shape[0]} sample(s)" if arr.shape[0] == 0 else f"{arr.shape[1]} feature(s)"
+        raise InputError(
+            f"{name} is empty (shape {arr.shape}); it needs at least one sample and one feature. "
+            f"Found array with {what} (shape={arr.shape}) while a minimum of 1 is required."
+        )
     if not np.all(np.isfinite(arr)):
         n_bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
         raise InputError(

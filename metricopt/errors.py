@@ -17,6 +17,10 @@ class InputError(MetricoptError, ValueError):
     """The data or a parameter is invalid (NaN/inf, wrong shape, bad value)."""
 
 
+class InputTypeError(InputError, TypeError):
+    """Input of the wrong type (e.g. non-numeric objects in ``X``); also a ``TypeError``, as in scikit-learn."""
+
+
 class UnknownOptionError(InputError):
     """An unknown backend, solver or option name was given."""
 

@@ -49,11 +49,12 @@ _STATUS = {
 def _variables(problem):
     """CVXPY variables; ``M = M_var / problem.var_scale`` keeps the solver's numbers O(1)."""
     d = problem.d
-    sc = float(problem.var_scale)
-    if problem.diagonal:
+    if problem.diagonal:  # var_scale may be a vector here: one scale per coordinate
         m = cp.Variable(d, nonneg=True, name="m")
-        V = {"M": cp.diag(m) / sc, "Mvec": m / sc, "_M": m}
+        mv = cp.multiply(m, 1.0 / np.broadcast_to(np.asarray(problem.var_scale, dtype=np.float64), (d,)))
+        V = {"M": cp.diag(mv), "Mvec": mv, "_M": m}
     else:
+        sc = float(problem.var_scale)
         M = cp.Variable((d, d), PSD=True, name="M")
         V = {"M": M / sc, "Mvec": cp.vec(M, order="C") / sc, "_M": M}
     for name in problem.extra_variables:
@@ -75,13 +76,17 @@ def _check_size(problem, ws_sizes):
         )
 
 
-def build_program(problem, working_sets=None):
+def build_program(problem, working_sets=None, solver=None):
     """Compile ``problem`` to ``(cvxpy.Problem, variables)``.
 
     ``working_sets`` maps each working-set term's index to its triplet array; if
     ``None``, working-set terms use *every* triplet (the textbook program).
+    ``problem.cone_scale`` is applied for Clarabel only (measured on MMC: the interior-point
+    solver needs O(1) entries in its cones, while SCS, which rescales the data itself,
+    stalls on the rescaled diagonal program).
     """
     V = _variables(problem)
+    V["cone_scale"] = float(problem.cone_scale) if solver == "CLARABEL" else 1.0
     expr, cons = 0, []
     for idx, term in enumerate(problem.terms):
         if term.uses_working_set:
@@ -178,7 +183,7 @@ def solve(problem, solver=None, tol=1e-8, max_iter=100_000, max_rounds=100, work
     status, message, Vval, solver_obj = Status.ERROR, "", None, None
     while True:
         rounds += 1
-        prog, V = build_program(problem, sets)
+        prog, V = build_program(problem, sets, solver)
         status, message = _run(prog, solver, kw, verbose and rounds == 1)
         st = prog.solver_stats
         iters += int(st.num_iters or 0) if st is not None else 0
@@ -265,7 +270,10 @@ def _values(problem, V):
         M = np.diag(np.clip(np.asarray(V["_M"].value, dtype=np.float64), 0.0, None))
     else:
         M = project_psd(symmetrize(V["_M"].value))
-    M = M / float(problem.var_scale)
+    if problem.diagonal:
+        M = M / np.asarray(problem.var_scale, dtype=np.float64)[..., None]
+    else:
+        M = M / float(problem.var_scale)
     out = {"M": M}
     for name in problem.extra_variables:
         out[name] = float(V[name].value)

@@ -68,6 +68,10 @@ def certify(problem, M, tol=1e-6, psd_tol=1e-7, feas_tol=1e-6, **variables):
         return Certificate(float("inf"), -float("inf"), INFEASIBLE, tol, problem.method,
                            {"reason": f"M is not PSD: smallest eigenvalue {lo:.3g}"})
     if problem.diagonal:
+        off = float(np.abs(M - np.diag(np.diag(M))).max())
+        if off > psd_tol * scale:
+            return Certificate(float("inf"), -float("inf"), INFEASIBLE, tol, problem.method,
+                               {"reason": f"M must be diagonal for this problem; largest off-diagonal entry {off:.3g}"})
         M = np.diag(np.clip(np.diag(M), 0.0, None))
     elif lo < 0:
         Mp = project_psd(M)

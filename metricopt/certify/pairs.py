@@ -38,7 +38,7 @@ from ..linalg import pair_scatter, symmetrize
 from ._dual import solve_small
 
 
-def mmc_certify(problem, M, feas_tol):
+def mmc_certify(problem, M, feas_tol, tight=1e-7, max_pairs_sdp=5_000):
     """Return ``(upper, lower, details)`` for MMC, or ``None`` when ``M`` is infeasible."""
     S = problem.similar_matrix
     budget = float(np.sum(S * M))
@@ -63,6 +63,28 @@ def mmc_certify(problem, M, feas_tol):
         lam_max = _max_gen_eig(G, S, problem.diagonal, details)
         best = min(best, 0.5 * float(np.sum(c)) + lam_max)
     F_upper = best
+    if F_upper + upper > tight * abs(upper) and len(dis) <= max_pairs_sdp:
+        # The linearisation at c = sqrt(d_M) is only first-order tight when the optimum has rank > 1
+        # (its top generalised eigenvalue is then repeated); minimise the dual function itself,
+        #   min_{w > 0, nu} sum_l 1 / (4 w_l) + nu   s.t.   nu S - sum_l w_l C_l PSD   (w_l = 1 / (2 c_l)),
+        # in variables scaled by the current c and nu, and re-evaluate the bound exactly at its answer.
+        c_best = np.maximum(c0, 1e-8 * top)
+        nu0 = max(F_upper - 0.5 * float(np.sum(c_best)), 1e-12)
+        w = cp.Variable(len(dis), pos=True)
+        nu = cp.Variable(nonneg=True)
+        R = problem.pair_rows(dis[:, 0], dis[:, 1]) / (2.0 * c_best)[:, None]
+        Gw = R.T @ w
+        if problem.diagonal:
+            cons = [nu * nu0 * np.diag(S) - Gw >= 0]
+        else:
+            Z = nu * nu0 * S - cp.reshape(Gw, S.shape, order="C")
+            cons = [0.5 * (Z + Z.T) >> 0]
+        prog = cp.Problem(cp.Minimize((cp.sum(cp.multiply(0.5 * c_best, cp.inv_pos(w))) + nu0 * nu) / F_upper), cons)
+        if solve_small(prog) and w.value is not None:
+            c = c_best / np.maximum(np.asarray(w.value, dtype=np.float64), 1e-300)
+            G = pair_scatter(problem.X, dis[:, 0], dis[:, 1], 0.5 / c)
+            F_upper = min(F_upper, 0.5 * float(np.sum(c)) + _max_gen_eig(G, S, problem.diagonal, details))
+            details["dual program"] = "solved (dual function minimised over c)"
     details["similar-pair budget <S, M>"] = budget
     return upper, -F_upper, details
 

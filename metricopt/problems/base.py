@@ -44,6 +44,9 @@ class Problem:
     #: (pure rescalings that keep the conic solver's numbers of order one)
     var_scale = 1.0
     obj_scale = 1.0
+    #: factor bringing distances inside conic constraints (e.g. MMC's square roots) to order one
+    #: (applied by the exact backend for Clarabel)
+    cone_scale = 1.0
     #: solver the exact backend uses when none is named
     default_solver = "SCS"
 

@@ -84,7 +84,8 @@ class POLAProblem(Problem):
             self.y = check_y(y, self.n)
             if np.unique(self.y).size < 2:
                 raise InputError(
-                    f"POLA needs at least two classes to form dissimilar pairs; y has a single class ({_py(self.y[0])!r})."
+                    f"POLA needs at least two classes to form dissimilar pairs; y has a single class ({_py(self.y[0])!r}). "
+                    "With only one class there are no dissimilar pairs."
                 )
             s, dd = labels_to_pairs(self.y)
             pairs = np.concatenate([s, dd])

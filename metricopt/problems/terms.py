@@ -9,7 +9,17 @@ provides
 * ``cvxpy(problem, V, ws)``: a CVXPY expression (and extra constraints) over CVXPY
   variables, used by the exact backend; ``ws`` is the term's working set when
   ``uses_working_set`` is true;
-* ``convex``: whether the term is convex in ``V``.
+* ``convex``: whether the term is convex in ``V``;
+* for the JAX backend (``has_jax = True``): ``jax_data(problem)``, the arrays its JAX
+  piece needs (passed to the jitted solver loop as dynamic inputs, so that a second
+  problem of the same shapes reuses the compiled loop), and the pure-JAX static
+  methods ``jax_value_grad(data, M, active=None, smoothing=0.0)`` ->
+  ``(value, exact_value, gradient)`` and ``jax_value(data, M, ...)`` (the value alone,
+  written triplet-wise, so that ``jax.grad`` of it checks the matrix-form gradient).
+  ``value`` is what a solver minimises (possibly smoothed), ``exact_value`` the
+  unsmoothed term; terms with a working set evaluate both over their active set.
+  ``jax`` is imported inside these methods only: importing metricopt never imports
+  it nor touches its configuration.
 
 New losses and regularizers are added by subclassing :class:`Term`; the registry
 :data:`TERMS` lists every concrete class, and the test suite checks each one.
@@ -45,6 +55,24 @@ class Term:
         """Return ``(expression, [constraints])``."""
         raise NotImplementedError
 
+
+    #: whether the term provides the JAX pieces below (``backend="jax"``)
+    has_jax = False
+
+    def jax_data(self, problem):
+        """Arrays (a dict of numpy float64 / int arrays) the JAX piece needs."""
+        raise NotImplementedError(f"the term {self!r} has no JAX piece; backend='jax' cannot solve this problem.")
+
+    @staticmethod
+    def jax_value_grad(data, M, active=None, smoothing=0.0):  # pragma: no cover - abstract
+        """``(value, exact_value, gradient)`` at a symmetric JAX array ``M``."""
+        raise NotImplementedError
+
+    @staticmethod
+    def jax_value(data, M, active=None, smoothing=0.0):  # pragma: no cover - abstract
+        """The (smoothed) value alone, for ``jax.grad`` checks."""
+        raise NotImplementedError
+
     def describe(self):
         return type(self).__name__
 
@@ -69,6 +97,24 @@ class Linear(Term):
     def linear_part(self, d):
         return self.P
 
+    has_jax = True
+
+    def jax_data(self, problem):
+        return {"P": np.asarray(self.linear_part(problem.d), dtype=np.float64)}
+
+    @staticmethod
+    def jax_value_grad(data, M, active=None, smoothing=0.0):
+        import jax.numpy as jnp
+
+        v = jnp.sum(data["P"] * M)
+        return v, v, data["P"]
+
+    @staticmethod
+    def jax_value(data, M, active=None, smoothing=0.0):
+        import jax.numpy as jnp
+
+        return jnp.sum(data["P"] * M)
+
     def describe(self):
         return f"Linear({self.name})"
 
@@ -89,6 +135,11 @@ class Trace(Term):
     def linear_part(self, d):
         return self.lam * np.eye(d)
 
+    has_jax = True
+    jax_data = Linear.jax_data  # <lam I, M> through linear_part
+    jax_value_grad = Linear.jax_value_grad
+    jax_value = Linear.jax_value
+
     def describe(self):
         return f"Trace(lam={self.lam:g})"
 
@@ -105,6 +156,22 @@ class Frobenius(Term):
 
     def cvxpy(self, problem, V, ws=None):
         return 0.5 * self.lam * cp.sum_squares(V["M"]), []
+
+    has_jax = True
+
+    def jax_data(self, problem):
+        return {"lam": np.float64(self.lam)}
+
+    @staticmethod
+    def jax_value(data, M, active=None, smoothing=0.0):
+        import jax.numpy as jnp
+
+        return 0.5 * data["lam"] * jnp.sum(M * M)
+
+    @staticmethod
+    def jax_value_grad(data, M, active=None, smoothing=0.0):
+        v = Frobenius.jax_value(data, M)
+        return v, v, data["lam"] * M
 
     def describe(self):
         return f"Frobenius(lam={self.lam:g})"
@@ -202,6 +269,116 @@ class TripletHinge(Term):
         xi = cp.Variable(ws.shape[0], nonneg=True, name="xi")
         return self.weight * cp.sum(xi), [A @ V["Mvec"] >= 1 - xi]
 
+    # ------------------------------------------------------------ JAX piece
+    has_jax = True
+
+    def jax_data(self, problem):
+        Xc = problem.X - problem.X.mean(axis=0)  # pair differences and Laplacians ignore translations
+        T = problem.target_neighbors
+        anchors = np.repeat(np.arange(problem.n), T.shape[1])
+        return {
+            "weight": np.float64(self.weight),
+            "Xc": Xc,
+            # x_i - x_j for the n*k target pairs (i, j = T[i, kk]), row p = i * k + kk
+            "DT": Xc[anchors] - Xc[T.ravel()],
+        }
+
+    def jax_active_set(self, problem, M, margin, min_capacity=256):
+        """The triplets with hinge argument ``h > -margin`` at ``M`` (a full blocked search with
+        :func:`metricopt.constraints.active_triplets`, memory ``O(block * n)``), padded to a
+        bucketed capacity (the next power of two) so that the jitted loop compiles once per
+        bucket, not at every change of the set.
+
+        Returns ``(active, size, exact_value)``: ``active`` holds ``p`` (target-pair row
+        ``i * k + kk``), ``i``, ``l`` (int32) and ``mask`` (float64, 0 on padding); ``exact_value``
+        is the term over *every* triplet at ``M`` (``weight * sum [h]_+``, float64).
+        """
+        T = problem.target_neighbors
+        k = T.shape[1]
+        Z = problem.X @ problem.factor(M).T
+        i, j, l, h = active_triplets(Z, problem.y, T, margin)
+        kk = np.argmax(T[i] == j[:, None], axis=1)  # target slot of j (targets of i are distinct)
+        size = int(i.size)
+        cap = max(int(min_capacity), 1 << max(size - 1, 0).bit_length())
+        active = {"p": np.zeros(cap, np.int32), "i": np.zeros(cap, np.int32), "l": np.zeros(cap, np.int32),
+                  "mask": np.zeros(cap, np.float64)}
+        active["p"][:size] = i * k + kk
+        active["i"][:size] = i
+        active["l"][:size] = l
+        active["mask"][:size] = 1.0
+        return active, size, self.weight * float(np.sum(h[h > 0]))
+
+    @staticmethod
+    def jax_smoothed_hinge(h, s):
+        """Centred Huber smoothing of ``[h]_+`` of width ``s`` and its derivative.
+
+        ``phi_s(h) = 0`` for ``h <= -s/2``, ``(h + s/2)^2 / (2 s)`` for ``|h| < s/2`` and ``h``
+        for ``h >= s/2``: ``[h]_+ <= phi_s <= [h]_+ + s/8`` and ``phi_s'`` is ``1/s``-Lipschitz.
+        ``s = 0`` gives the hinge itself with the subgradient ``1[h > 0]``.
+        """
+        import jax.numpy as jnp
+
+        safe = jnp.where(s > 0, s, 1.0)
+        u = h + 0.5 * s
+        phi = jnp.where(h >= 0.5 * s, h, jnp.where(u > 0, u * u / (2.0 * safe), 0.0))
+        dphi = jnp.where(s > 0, jnp.clip(u / safe, 0.0, 1.0), (h > 0).astype(h.dtype))
+        return phi, dphi
+
+    @staticmethod
+    def jax_margins(data, M, active):
+        """The linear map ``A(M)_t = <C_il - C_ij, M> = d_M(x_i, x_l) - d_M(x_i, x_j)`` over the
+        active set (hinge argument ``h_t = 1 - A(M)_t``), from explicit differences."""
+        import jax.numpy as jnp
+
+        Xc, DT = data["Xc"], data["DT"]
+        dT = jnp.einsum("pd,pd->p", DT @ M, DT)
+        DI = Xc[active["i"]] - Xc[active["l"]]
+        dI = jnp.einsum("td,td->t", DI @ M, DI)
+        return dI - dT[active["p"]]
+
+    @staticmethod
+    def jax_adjoint(data, active, w):
+        """The adjoint ``A^T w = sum_t w_t (C_il - C_ij)`` as a difference of weighted pair scatters
+        ``S(w) = sum w (x_a - x_b)(x_a - x_b)^T = X^T (D_w - W - W^T) X``, built from segment sums
+        over the active set (never one triplet at a time); ``w`` must vanish on padding."""
+        import jax
+        import jax.numpy as jnp
+
+        Xc, DT = data["Xc"], data["DT"]
+        n, npairs = Xc.shape[0], DT.shape[0]
+        p, i, l = active["p"], active["i"], active["l"]
+        # impostor pairs (i, l): the weighted graph Laplacian
+        deg = jax.ops.segment_sum(w, i, num_segments=n) + jax.ops.segment_sum(w, l, num_segments=n)
+        R = jax.ops.segment_sum(w[:, None] * Xc[l], i, num_segments=n)  # W X
+        XtR = Xc.T @ R
+        SI = (Xc * deg[:, None]).T @ Xc - XtR - XtR.T
+        # target pairs (i, j): the weights summed onto the n*k pairs, then one (d, d) scatter
+        wT = jax.ops.segment_sum(w, p, num_segments=npairs)
+        ST = (DT * wT[:, None]).T @ DT
+        S = SI - ST
+        return 0.5 * (S + S.T)
+
+    @staticmethod
+    def jax_value_grad(data, M, active=None, smoothing=0.0):
+        """Matrix form of the (sub)gradient: ``-weight * A^T w = weight * (S_target(w) - S_impostor(w))``
+        with ``w_t = phi_s'(h_t)`` (``1[h_t > 0]`` for ``s = 0``); see :meth:`jax_adjoint`."""
+        import jax.numpy as jnp
+
+        mu, mask = data["weight"], active["mask"]
+        h = 1.0 - TripletHinge.jax_margins(data, M, active)
+        phi, w = TripletHinge.jax_smoothed_hinge(h, smoothing)
+        value = mu * jnp.sum(phi * mask)
+        exact = mu * jnp.sum(jnp.maximum(h, 0.0) * mask)
+        return value, exact, -mu * TripletHinge.jax_adjoint(data, active, w * mask)
+
+    @staticmethod
+    def jax_value(data, M, active=None, smoothing=0.0):
+        import jax.numpy as jnp
+
+        h = 1.0 - TripletHinge.jax_margins(data, M, active)
+        phi, _ = TripletHinge.jax_smoothed_hinge(h, smoothing)
+        return data["weight"] * jnp.sum(phi * active["mask"])
+
     def describe(self):
         return f"TripletHinge(weight={self.weight:g})"
 
@@ -225,10 +402,12 @@ class SqrtDistances(Term):
         return self.weight * float(np.sum(np.sqrt(np.maximum(self.distances(problem, V["M"]), 0.0))))
 
     def cvxpy(self, problem, V, ws=None):
-        # u_l <= sqrt(t_l) as the 3-d second-order cone ||(2 u_l, t_l - 1)|| <= t_l + 1
-        t = problem.pair_rows(self.pairs[:, 0], self.pairs[:, 1]) @ V["Mvec"]
+        # u_l <= sqrt(t_l) as the 3-d second-order cone ||(2 u_l, t_l - 1)|| <= t_l + 1, where
+        # t_l = cone_scale * d_M is the distance in the solver's O(1) scale; sqrt(d_M) = u_l / sqrt(cone_scale)
+        sc = float(V.get("cone_scale", 1.0))
+        t = problem.pair_rows(self.pairs[:, 0], self.pairs[:, 1]) @ V["Mvec"] * sc
         u = cp.Variable(len(self.pairs), name="sqrt_d")
-        return self.weight * cp.sum(u), [cp.SOC(t + 1, cp.vstack([2 * u, t - 1]), axis=0)]
+        return self.weight * cp.sum(u) / np.sqrt(sc), [cp.SOC(t + 1, cp.vstack([2 * u, t - 1]), axis=0)]
 
     def describe(self):
         return f"SqrtDistances({len(self.pairs)} pairs, weight={self.weight:g})"
