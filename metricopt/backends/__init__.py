@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .._validation import check_choice
 
-BACKENDS = ("cvxpy",)
+BACKENDS = ("cvxpy", "jax")
 
 
 def get_backend(name):
@@ -12,6 +12,10 @@ def get_backend(name):
     name = check_choice(name, "backend", BACKENDS)
     if name == "cvxpy":
         from .cvxpy_backend import solve
+
+        return solve
+    if name == "jax":
+        from .jax import solve
 
         return solve
     raise AssertionError(name)  # pragma: no cover

@@ -23,10 +23,11 @@ class LMNN(MetricLearner):
     mu : float in [0, 1], default 0.5
         Push weight (paper convention).
     regularizer : metricopt term or list of terms, optional
-    backend : {"cvxpy"}, default "cvxpy"
-    solver : {"SCS", "CLARABEL"}, optional
+    backend : {"cvxpy", "jax"}, default "cvxpy"
+    solver : str, optional
+        ``"SCS"`` or ``"CLARABEL"`` (cvxpy); ``"fista"`` or ``"subgradient"`` (jax).
     tol : float, default 1e-8
-        Solver accuracy.
+        Solver accuracy (cvxpy); the certified relative gap to stop at (jax).
     max_iter : int, default 100000
         Solver iteration limit.
     verbose : bool, default False

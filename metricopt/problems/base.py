@@ -161,10 +161,11 @@ class Problem:
 
         Parameters
         ----------
-        backend : {"cvxpy"}
-            ``"cvxpy"``: the exact conic program solved by SCS (default) or Clarabel
-            (``solver="CLARABEL"``); see :func:`metricopt.backends.cvxpy_backend.solve`
-            for its options.
+        backend : {"cvxpy", "jax"}
+            ``"cvxpy"``: the exact conic program solved by SCS or Clarabel; see
+            :func:`metricopt.backends.cvxpy_backend.solve` for its options.
+            ``"jax"``: jitted first-order solvers in float64 (LMNN-type problems), stopped
+            at a certified relative gap; see :func:`metricopt.backends.jax.solve`.
         """
         from ..backends import get_backend
 

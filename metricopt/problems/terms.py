@@ -289,9 +289,10 @@ class TripletHinge(Term):
         bucketed capacity (the next power of two) so that the jitted loop compiles once per
         bucket, not at every change of the set.
 
-        Returns ``(active, size, exact_value)``: ``active`` holds ``p`` (target-pair row
+        Returns ``(active, size, exact_value, h)``: ``active`` holds ``p`` (target-pair row
         ``i * k + kk``), ``i``, ``l`` (int32) and ``mask`` (float64, 0 on padding); ``exact_value``
-        is the term over *every* triplet at ``M`` (``weight * sum [h]_+``, float64).
+        is the term over *every* triplet at ``M`` (``weight * sum [h]_+``, float64) and ``h`` the
+        (padded) hinge arguments of the active triplets.
         """
         T = problem.target_neighbors
         k = T.shape[1]
@@ -306,7 +307,9 @@ class TripletHinge(Term):
         active["i"][:size] = i
         active["l"][:size] = l
         active["mask"][:size] = 1.0
-        return active, size, self.weight * float(np.sum(h[h > 0]))
+        hp = np.full(cap, -np.inf)
+        hp[:size] = h
+        return active, size, self.weight * float(np.sum(h[h > 0])), hp
 
     @staticmethod
     def jax_smoothed_hinge(h, s):

@@ -8,20 +8,29 @@ import numpy as np
 
 from ..._validation import check_choice, check_int, check_real
 from ...errors import InputError, UnknownOptionError
+from ...linalg import project_psd
 from ...solution import Solution, Status
 from .solvers import DEFAULT_SOLVER, SOLVERS
 
-OPTIONS = ("solver", "max_iter", "tol", "verbose", "check_every", "certify_every", "margin", "time_limit")
+OPTIONS = ("solver", "max_iter", "tol", "verbose", "check_every", "certify_every", "margin", "time_limit", "init")
 
-#: the smoothing width is divided by this factor at each continuation step ...
-SMOOTHING_DECREASE = 0.2
+#: the smoothing width is multiplied by this factor at each continuation step ...
+SMOOTHING_DECREASE = 0.5
 #: ... taken when a chunk's decrease of the smoothed objective falls below this fraction of
 #: the smoothing bias ``f_s(M) - f(M)`` (the smoothed problem is then solved well enough)
-SMOOTHING_PROGRESS = 1.0
-#: smallest smoothing width
-SMOOTHING_MIN = 1e-12
+SMOOTHING_PROGRESS = 0.02
+#: smallest smoothing width (hinge arguments are O(1): the unit margin)
+SMOOTHING_MIN = 1e-6
 #: consecutive chunks without any change of M after which the solve is declared stalled
 STALL_CHUNKS = 5
+#: after a certificate at iteration ``k`` the next one comes ``max(certify_every, CERTIFY_GROWTH * k)``
+#: iterations later: certificates (an exact search of all triplets and a small dual program)
+#: stay a bounded share of the work, for at most ``CERTIFY_GROWTH`` extra iterations
+CERTIFY_GROWTH = 0.2
+#: smallest active-set capacity (padding bucket)
+MIN_CAPACITY = 256
+#: the re-check interval grows up to this multiple of ``check_every`` (solvers with adaptive checks)
+MAX_CHECK_FACTOR = 8
 
 
 def _check_problem(problem):
@@ -37,7 +46,7 @@ def _check_problem(problem):
 
 
 def solve(problem, solver=None, max_iter=20_000, tol=1e-6, verbose=False, check_every=10, certify_every=50,
-          margin=0.2, time_limit=None, **unknown):
+          margin=0.2, time_limit=None, init=None, **unknown):
     """Solve an LMNN problem by a first-order method in JAX (float64, CPU or GPU).
 
     Every ``check_every`` iterations all triplets are searched (blocked, memory
@@ -63,11 +72,14 @@ def solve(problem, solver=None, max_iter=20_000, tol=1e-6, verbose=False, check_
     check_every : int
         Iterations between full re-checks of all triplets.
     certify_every : int
-        Iterations between certificates (rounded up to a multiple of ``check_every``).
+        Iterations between certificates (taken at re-checks; later on every ``CERTIFY_GROWTH``
+        (20 %) of the iterations done so far when that is longer).
     margin : float
         Triplets with hinge argument ``1 + d_ij - d_il > -margin`` at a re-check form the active set.
     time_limit : float, optional
         Seconds after which the solve stops with ``iteration_limit``.
+    init : (d, d) array, optional
+        Starting metric (PSD); default the identity, as in the paper.
     """
     if unknown:
         raise UnknownOptionError(
@@ -82,15 +94,26 @@ def solve(problem, solver=None, max_iter=20_000, tol=1e-6, verbose=False, check_
     margin = check_real(margin, "margin", low=0.0)
     if time_limit is not None:
         time_limit = check_real(time_limit, "time_limit", low=0.0, low_open=True)
+    M0 = np.eye(problem.d) if init is None else problem.check_metric(init, name="init", psd_tol=1e-7)
 
     import jax
 
     with jax.enable_x64(True):
-        return _solve(problem, name, SOLVERS[name], max_iter, tol, bool(verbose), check_every,
+        return _solve(problem, M0, name, SOLVERS[name], max_iter, tol, bool(verbose), check_every,
                       certify_every, margin, time_limit)
 
 
-def _solve(problem, name, solver, max_iter, tol, verbose, check_every, certify_every, margin, time_limit):
+def _new_violators(old, new, h):
+    """How many triplets of ``new`` with ``h > 0`` are absent from ``old`` (numpy active sets)."""
+    if old is None:
+        return int(np.sum(h > 0))
+    key = lambda a: a["p"][a["mask"] > 0].astype(np.int64) * (1 << 31) + a["l"][a["mask"] > 0]
+    viol = (h > 0) & (new["mask"] > 0)
+    knew = new["p"][viol].astype(np.int64) * (1 << 31) + new["l"][viol]
+    return int(np.sum(~np.isin(knew, key(old))))
+
+
+def _solve(problem, M0, name, solver, max_iter, tol, verbose, check_every, certify_every, margin, time_limit):
     import jax.numpy as jnp
 
     from ...certify import certify
@@ -100,103 +123,115 @@ def _solve(problem, name, solver, max_iter, tol, verbose, check_every, certify_e
     terms = problem.terms
     term_classes = tuple(type(t) for t in terms)
     data = tuple({k: jnp.asarray(v) for k, v in t.jax_data(problem).items()} for t in terms)
-    ws_terms = [i for i, t in enumerate(terms) if t.uses_working_set]
 
-    M = np.eye(problem.d)
+    M = project_psd(M0)
     state = solver.init(jnp.asarray(M))
     dtype = str(state["M"].dtype)
 
-    it, last_cert_it, unchanged = 0, None, 0
+    it, unchanged, interval = 0, 0, check_every
     capacity = {}  # active-set capacity bucket per working-set term
     np_actives = {}  # the current active sets (numpy)
-    history, cert, best = [], None, None  # best: (objective, M, iteration)
-    cert_time, cert_calls = 0.0, 0
+    history, best = [], None  # best: (objective, M, iteration)
+    cert, cert_M, cert_it, cert_time, cert_calls = None, None, None, 0.0, 0
     status, message = None, ""
     while True:
         # ---- full re-check of every triplet at M: active sets and the exact objective
-        actives, sizes, obj = [], 0, 0.0
+        actives, sizes, obj, new_viol = [], 0, 0.0, 0
         V = {"M": M}
         for idx, t in enumerate(terms):
-            if idx in ws_terms:
-                act, size, val = t.jax_active_set(problem, M, max(margin, float(state["s"])),
-                                                  min_capacity=capacity.get(idx, 256))
-                cap = act["mask"].shape[0]
-                # keep the capacity bucket (no recompilation) unless the set became mostly padding
-                capacity[idx] = cap if size >= cap // 16 else 256
-                if hasattr(solver, "remap"):  # solvers with per-triplet state (duals) carry it over
-                    state = solver.remap(state, np_actives.get(idx), act)
-                np_actives[idx] = act
-                actives.append({k: jnp.asarray(v) for k, v in act.items()})
-                sizes += size
-                obj += val
-            else:
+            if not t.uses_working_set:
                 actives.append(None)
                 obj += float(t.value(problem, V))
+                continue
+            act, size, val, h = t.jax_active_set(problem, M, max(margin, float(state["s"])),
+                                              min_capacity=capacity.get(idx, MIN_CAPACITY))
+            cap = act["mask"].shape[0]
+            # keep the capacity bucket (no recompilation) unless the set became mostly padding
+            capacity[idx] = cap if size >= cap // 16 else MIN_CAPACITY
+            new_viol += _new_violators(np_actives.get(idx), act, h)
+            np_actives[idx] = act
+            actives.append({k: jnp.asarray(v) for k, v in act.items()})
+            sizes += size
+            obj += val
         if not np.isfinite(obj) or not np.all(np.isfinite(M)):
             status, message = Status.ERROR, f"non-finite objective or metric at iteration {it}"
             break
         if best is None or obj < best[0]:
             best = (obj, M, it)
-        done = it >= max_iter or (time_limit is not None and time.perf_counter() - t0 >= time_limit)
-        entry = {"iteration": it, "time": time.perf_counter() - t0, "objective": obj, "active_set": sizes,
-                 "smoothing": float(state["s"]), "rel_gap": None}
-        # ---- certificate (also right before giving up)
-        if last_cert_it is None or it - last_cert_it >= certify_every or done:
+        now = time.perf_counter()
+        done = it >= max_iter or (time_limit is not None and now - t0 >= time_limit)
+        entry = {"iteration": it, "time": now - t0, "objective": obj, "active_set": sizes,
+                 "new_violators": new_viol, "smoothing": float(state["s"]), "rel_gap": None}
+        if it > 0:
+            entry.update(solver.diagnostics(state))
+        # ---- certificate: every certify_every iterations, more sparsely later on (a deterministic
+        # schedule, so that a solve is reproducible); always before giving up
+        if cert is None or done or it - cert_it >= max(certify_every, int(CERTIFY_GROWTH * cert_it)):
             tc = time.perf_counter()
             cert = certify(problem, M, tol=tol)
             cert_time += time.perf_counter() - tc
             cert_calls += 1
-            last_cert_it = it
+            cert_it, cert_M = it, M
             entry["rel_gap"] = cert.rel_gap
         entry["certify_time"] = cert_time
         history.append(entry)
         if verbose:
             gap = "" if entry["rel_gap"] is None else f"{entry['rel_gap']:.3e}"
             print(f"[metricopt jax/{name}] iter {it:6d}  objective {obj:.10g}  certified gap {gap:>10s}  "
-                  f"active {sizes:7d}  {entry['time']:.2f}s", flush=True)
+                  f"active {sizes:7d}  {entry['time']:.2f}s"
+                  + "".join(f"  {k} {v:.3g}" for k, v in solver.diagnostics(state).items() if it > 0), flush=True)
         if entry["rel_gap"] is not None and cert.rel_gap <= tol:
-            status, message = Status.OPTIMAL, f"certified relative gap {cert.rel_gap:.2e} <= tol {tol:.1e}"
+            status, message = Status.OPTIMAL, f"certificate within tol {tol:.1e} after {it} iterations"
             break
         if done:
             status = Status.ITERATION_LIMIT
             message = (f"stopped after {it} iterations" if it >= max_iter
                        else f"time limit {time_limit:g}s reached after {it} iterations")
             break
+        # ---- re-check interval: lengthened while re-checks find no new violated triplet
+        if solver.adaptive_checks:
+            interval = check_every if new_viol else min(2 * interval, MAX_CHECK_FACTOR * check_every)
         # ---- smoothing continuation (driven by the chunk's progress)
         if solver.smoothing and it > 0:
-            progress = float(state["f_start"] - state["f"])
-            bias = float(state["f"] - state["fx"])
-            s = float(state["s"])
-            if progress <= SMOOTHING_PROGRESS * bias and s > SMOOTHING_MIN:
-                s_new = max(s * SMOOTHING_DECREASE, SMOOTHING_MIN)
-                state = {**state, "s": jnp.asarray(s_new, state["s"].dtype), "t": jnp.ones_like(state["t"]), "Mprev": state["M"],
-                         "L": state["L"] * (s / s_new) ** 0.5}
+            state = _continuation(state, bool(solver.converged(state)))
         # ---- one jitted chunk of iterations
-        steps = min(check_every, max_iter - it)
+        steps = min(interval, max_iter - it)
         M_prev = M
         state = run_chunk(solver, term_classes, data, tuple(actives), state, jnp.asarray(steps, jnp.int32))
         M = np.array(state["M"], dtype=np.float64)
-        it += steps
+        it = int(state["iterations"])
         unchanged = unchanged + 1 if np.array_equal(M, M_prev) else 0
         if unchanged >= STALL_CHUNKS:
             status, message = Status.OPTIMAL_INACCURATE, f"the iterates stalled at iteration {it}"
+            # certify the last iterate before stopping
+            tc = time.perf_counter()
+            cert, cert_M, cert_it = certify(problem, M, tol=tol), M, it
+            cert_time += time.perf_counter() - tc
+            cert_calls += 1
             break
 
-    # ---- result: the best iterate seen at a re-check, certified
-    obj, M_best, it_best = best
-    if cert is None or it_best != last_cert_it or not np.array_equal(M_best, M):
-        tc = time.perf_counter()
-        cert = certify(problem, M_best, tol=tol)
-        cert_time += time.perf_counter() - tc
-        cert_calls += 1
-    if cert.rel_gap <= tol and status in (Status.ITERATION_LIMIT, Status.OPTIMAL_INACCURATE):
-        message += f"; but the final certificate proves optimality"
-        status = Status.OPTIMAL
+    # ---- result: a certified optimum, else the best iterate seen at a re-check (certified)
+    if status is Status.OPTIMAL or best is None:
+        M_out, it_out = cert_M, cert_it
+    else:
+        _, M_out, it_out = best
+        if cert_M is None or not np.array_equal(M_out, cert_M):
+            tc = time.perf_counter()
+            cert = certify(problem, M_out, tol=tol)
+            cert_time += time.perf_counter() - tc
+            cert_calls += 1
+        if cert.rel_gap <= tol:
+            message += "; but the final certificate proves optimality"
+            status = Status.OPTIMAL
+    if M_out is None:
+        return Solution(M=None, objective=float("nan"), status=status, backend="jax", solver=name,
+                        stats={"time": time.perf_counter() - t0, "iterations": it, "history": history},
+                        message=f"{status.message} ({message})")
     message += f"; certified relative gap {cert.rel_gap:.2e}"
     stats = {
         "time": time.perf_counter() - t0,
         "iterations": it,
-        "best_iteration": it_best,
+        "best_iteration": it_out,
         "evaluations": int(state["evals"]),
         "certificate_rel_gap": cert.rel_gap,
         "certify_time": cert_time,
@@ -204,13 +239,28 @@ def _solve(problem, name, solver, max_iter, tol, verbose, check_every, certify_e
         "active_set_size": history[-1]["active_set"] if history else 0,
         "history": history,
         "dtype": dtype,
-        "device": str(state["M"].devices().pop()) if hasattr(state["M"], "devices") else "",
-        "solver_objective": float(state["fx"]),
+        "device": str(next(iter(state["M"].devices()))),
+        "solver_objective": float(state["fx"]),  # the loop's own value at its last iterate (active set)
     }
     if solver.smoothing:
         stats["smoothing"] = float(state["s"])
     if "restarts" in state:
         stats["restarts"] = int(state["restarts"])
-    sol = Solution(M=M_best, objective=float(problem.objective(M_best)), status=status, backend="jax",
-                   solver=name, stats=stats, message=f"{status.message} ({message})", certificate=cert)
-    return sol
+    return Solution(M=M_out, objective=float(problem.objective(M_out)), status=status, backend="jax",
+                    solver=name, stats=stats, message=f"{status.message} ({message})", certificate=cert)
+
+
+def _continuation(state, converged):
+    """Shrink the smoothing width once the smoothed problem is solved well enough: the solver
+    says so (``converged``), or the last chunk decreased the smoothed objective by less than
+    ``SMOOTHING_PROGRESS`` times the smoothing bias ``f_s(M) - f(M)``; the momentum restarts."""
+    import jax.numpy as jnp
+
+    progress = float(state["f_start"] - state["f"])
+    bias = float(state["f"] - state["fx"])
+    s = float(state["s"])
+    if (not converged and progress > SMOOTHING_PROGRESS * bias) or s <= SMOOTHING_MIN:
+        return state
+    s_new = max(s * SMOOTHING_DECREASE, SMOOTHING_MIN)
+    return {**state, "s": jnp.asarray(s_new, state["s"].dtype), "t": jnp.ones_like(state["t"]),
+            "Mprev": state["M"], "L": state["L"] * (s / s_new) ** 0.5}

@@ -31,19 +31,13 @@ def project_psd(S):
 
 
 class Objective:
-    """The problem's objective assembled from its terms' JAX pieces, as the solvers see it.
-
-    ``objective(M, s) -> (value, exact_value, gradient)`` sums every term (``value``
-    smoothed with width ``s`` where a term is non-smooth, ``exact_value`` not);
-    ``smooth(M) -> (value, gradient)`` sums the terms without a working set; ``hinge``
-    is ``(term class, data, active set)`` of the (one) working-set term, for solvers
-    that use its linear map and adjoint directly (primal-dual methods).
-    """
+    """The problem's objective assembled from its terms' JAX pieces:
+    ``objective(M, s) -> (value, exact_value, gradient)``, the sum over the terms (``value``
+    smoothed with width ``s`` where a term is non-smooth, ``exact_value`` not), each term
+    with working set evaluated over its (padded) active set."""
 
     def __init__(self, term_classes, data, actives):
         self.parts = tuple(zip(term_classes, data, actives))
-        hinges = [pt for pt in self.parts if pt[2] is not None]
-        self.hinge = hinges[0] if hinges else None
 
     def __call__(self, M, s):
         value = exact = 0.0
@@ -53,20 +47,23 @@ class Objective:
             value, exact, grad = value + v, exact + e, grad + g
         return value, exact, grad
 
-    def smooth(self, M):
-        value = 0.0
-        grad = jnp.zeros_like(M)
-        for cls, dat, act in self.parts:
-            if act is None:
-                v, _, g = cls.jax_value_grad(dat, M)
-                value, grad = value + v, grad + g
-        return value, grad
-
 
 @functools.partial(jax.jit, static_argnames=("solver", "term_classes"))
 def run_chunk(solver, term_classes, data, actives, state, n_steps):
-    """``solver.refresh`` then ``n_steps`` (dynamic) ``solver.update`` iterations, all jitted."""
+    """``solver.refresh``, then ``solver.update`` iterations until ``n_steps`` (dynamic) of them ran
+    or ``solver.converged(state)`` (e.g. the smoothed problem is solved); all jitted. The state's
+    ``iterations`` counts the updates."""
     TRACES["run_chunk"] += 1
     objective = Objective(term_classes, data, actives)
     state = solver.refresh(objective, state)
-    return lax.fori_loop(0, n_steps, lambda _, st: solver.update(objective, st), state)
+
+    def cond(carry):
+        i, st = carry
+        return (i < n_steps) & ~solver.converged(st)
+
+    def body(carry):
+        i, st = carry
+        return i + 1, solver.update(objective, st)
+
+    steps, state = lax.while_loop(cond, body, (jnp.zeros((), jnp.int32), state))
+    return {**state, "iterations": state["iterations"] + steps}
