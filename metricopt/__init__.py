@@ -4,7 +4,7 @@ Importing metricopt has no side effects (JAX's global configuration is never cha
 """
 
 from . import errors, linalg, terms
-from .certify import Certificate, certify
+from .certify import AgreementReport, Certificate, certify, check_agreement
 from .errors import (
     InputError,
     MetricoptError,
@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "LMNN", "MMC", "POLA", "knn_predict", "knn_error", "knn_loo_predict", "loo_knn_error",
-    "certify", "Certificate", "LMNNProblem", "MMCProblem", "POLAProblem", "Problem", "Solution", "Status",
+    "certify", "Certificate", "check_agreement", "AgreementReport", "LMNNProblem", "MMCProblem", "POLAProblem", "Problem", "Solution", "Status",
     "InputError", "MetricoptError", "NotConvexError", "ProblemTooLargeError", "SolverError",
     "UnknownOptionError", "errors", "linalg", "terms",
 ]

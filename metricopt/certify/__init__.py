@@ -19,7 +19,7 @@ from .certificate import INFEASIBLE, OPTIMAL, SUBOPTIMAL, Certificate
 from .lmnn import lmnn_lower_bound
 from .pairs import mmc_certify, pola_certify
 
-__all__ = ["certify", "Certificate"]
+__all__ = ["certify", "Certificate", "check_agreement", "AgreementReport"]
 
 
 def certify(problem, M, tol=1e-6, psd_tol=1e-7, feas_tol=1e-6, **variables):
@@ -101,3 +101,6 @@ def certify(problem, M, tol=1e-6, psd_tol=1e-7, feas_tol=1e-6, **variables):
     if cert.rel_gap <= tol:
         cert.verdict = OPTIMAL
     return cert
+
+
+from .agreement import AgreementReport, check_agreement  # noqa: E402  (uses certify)

@@ -1,0 +1,127 @@
+"""Agreement of two solutions of the same convex problem (e.g. the exact and the scalable one)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InputError
+from ..knn import knn_loo_predict, knn_predict
+from ..problems.terms import Frobenius
+from ..solution import Solution
+
+
+@dataclass
+class Check:
+    """One check of an agreement report: whether it applies, whether it passed, and why."""
+
+    name: str
+    applies: bool
+    passed: bool
+    detail: str
+
+
+@dataclass
+class AgreementReport:
+    """The result of :func:`check_agreement`: ``passed`` is true when every applicable check passed."""
+
+    checks: list = field(default_factory=list)
+
+    @property
+    def passed(self):
+        return all(c.passed for c in self.checks if c.applies)
+
+    def __bool__(self):
+        return self.passed
+
+    def report(self):
+        lines = [f"agreement: {'PASSED' if self.passed else 'FAILED'}"]
+        for c in self.checks:
+            state = ("pass" if c.passed else "FAIL") if c.applies else "n/a "
+            lines.append(f"  [{state}] {c.name}: {c.detail}")
+        return "\n".join(lines)
+
+    def __str__(self):
+        return self.report()
+
+
+def _strong_convexity(problem):
+    """Modulus of strong convexity of the objective in ``M`` (0 when not strongly convex)."""
+    return float(sum(t.lam for t in problem.terms if isinstance(t, Frobenius)))
+
+
+def check_agreement(problem, sol_a, sol_b, X_test=None, tol=1e-6, k=3, min_knn_agreement=1.0):
+    r"""Check that two solutions of a convex problem agree, and say which checks apply.
+
+    Checks
+    ------
+    1. both metrics carry certificates with relative gap ``<= tol`` (recomputed here);
+    2. their objectives agree: ``|f_a - f_b| <= 2 tol max(|f_a|, |f_b|)`` (two points each
+       certified within ``tol`` of the common optimum differ by at most that);
+    3. their ``k``-NN leave-one-out predictions on the training data agree (fraction
+       ``>= min_knn_agreement``), and on ``X_test`` when given;
+    4. only where the objective is :math:`\lambda`-strongly convex in ``M`` (a Frobenius
+       term, or POLA's :math:`\tfrac12\|M\|_F^2`): :math:`f(M) - f^* \ge \tfrac{\lambda}{2}
+       \|M - M^*\|_F^2` gives :math:`\|M_a - M_b\|_F \le \sqrt{2 g_a/\lambda} + \sqrt{2 g_b/\lambda}`.
+       Elsewhere (plain LMNN, MMC) the optimum need not be unique, so metrics far apart with
+       equal objectives are both correct, and the report says the check does not apply.
+
+    Parameters
+    ----------
+    problem : Problem
+    sol_a, sol_b : Solution or (d, d) array
+    X_test : (m, d) array, optional
+    tol : float
+    k : int
+    min_knn_agreement : float in [0, 1]
+
+    Returns
+    -------
+    AgreementReport
+    """
+    from . import certify
+
+    Ms = []
+    for name, s in (("sol_a", sol_a), ("sol_b", sol_b)):
+        if isinstance(s, Solution):
+            if s.M is None:
+                raise InputError(f"{name} has no metric (status '{s.status}'); nothing to compare.")
+        Ms.append(s)
+    ca, cb = certify(problem, Ms[0], tol=tol), certify(problem, Ms[1], tol=tol)
+    rep = AgreementReport()
+    rep.checks.append(Check("certificates", True, ca.is_optimal and cb.is_optimal,
+                            f"relative gaps {ca.rel_gap:.2e} and {cb.rel_gap:.2e} (tol {tol:.0e})"))
+    diff = abs(ca.upper - cb.upper)
+    allowed = 2.0 * tol * max(abs(ca.upper), abs(cb.upper), 1e-12)
+    rep.checks.append(Check("objectives", True, diff <= allowed,
+                            f"{ca.upper:.12g} vs {cb.upper:.12g}: difference {diff:.2e}, allowed {allowed:.2e}"))
+    Ma = Ms[0].M if isinstance(Ms[0], Solution) else np.asarray(Ms[0], dtype=np.float64)
+    Mb = Ms[1].M if isinstance(Ms[1], Solution) else np.asarray(Ms[1], dtype=np.float64)
+    y = getattr(problem, "y", None)
+    if y is not None:
+        pa = knn_loo_predict(problem.X, y, k, M=Ma)
+        pb = knn_loo_predict(problem.X, y, k, M=Mb)
+        agree = float(np.mean(pa == pb))
+        rep.checks.append(Check(f"{k}-NN leave-one-out predictions", True, agree >= min_knn_agreement,
+                                f"{100 * agree:.2f}% of {len(pa)} training points agree"))
+        if X_test is not None:
+            ta = knn_predict(problem.X, y, X_test, k, M=Ma)
+            tb = knn_predict(problem.X, y, X_test, k, M=Mb)
+            agree = float(np.mean(ta == tb))
+            rep.checks.append(Check(f"{k}-NN test predictions", True, agree >= min_knn_agreement,
+                                    f"{100 * agree:.2f}% of {len(ta)} test points agree"))
+    else:
+        rep.checks.append(Check("kNN predictions", False, True, "the problem has no labels"))
+    lam = _strong_convexity(problem)
+    if lam > 0:
+        dist = float(np.linalg.norm(Ma - Mb))
+        bound = np.sqrt(2 * max(ca.gap, 0) / lam) + np.sqrt(2 * max(cb.gap, 0) / lam)
+        bound += 1e-9 * max(1.0, float(np.abs(Ma).max()))
+        rep.checks.append(Check("metrics", True, dist <= bound,
+                                f"||M_a - M_b||_F = {dist:.2e} <= {bound:.2e} (strong convexity {lam:g})"))
+    else:
+        rep.checks.append(Check("metrics", False, True,
+                                "not applicable: the objective is not strongly convex in M, so its optimum need not be "
+                                "unique (two correct metrics can differ with equal objectives)"))
+    return rep
