@@ -151,9 +151,12 @@ def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE):
         alpha_max = float(max(av.max(initial=0.0), an.max(initial=0.0)))
         if alpha_sum <= 0:
             continue
-        B = (av[0] * Bv if len(av) else 0.0) + (_scatter(problem, Tn, an) if len(Tn) else 0.0)
-        lb, inf = bound_from_alpha(P, lam, mu, symmetrize(np.asarray(B, dtype=np.float64) + 0 * P),
-                                   alpha_sum, alpha_max, upper)
+        B = np.zeros_like(P)
+        if len(av):
+            B += av[0] * Bv  # one shared multiplier on the violated triplets
+        if len(Tn):
+            B += _scatter(problem, Tn, an)
+        lb, inf = bound_from_alpha(P, lam, mu, symmetrize(B), alpha_sum, alpha_max, upper)
         if lb > best:
             best, info = lb, inf
     info.update({"violated triplets (alpha fixed)": int(len(Tv)), "triplets near margin (alpha free)": int(len(Tn)),
