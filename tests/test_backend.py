@@ -16,6 +16,7 @@ from metricopt import (
     LMNNProblem,
     MMCProblem,
     POLAProblem,
+    InputError,
     ProblemTooLargeError,
     Solution,
     SolverError,
@@ -267,7 +268,7 @@ def tiny_lmnn():
 def test_unknown_option(tiny_lmnn):
     msg = (
         "unknown option(s) for backend='cvxpy': ['foo', 'max_iters']; accepted: solver, tol, max_iter, "
-        "max_rounds, working_set, min_add, certify, verbose."
+        "max_rounds, working_set, min_add, certify, init, verbose."
     )
     with pytest.raises(UnknownOptionError, match=re.escape(msg)):
         tiny_lmnn.solve(max_iters=10, foo=1)
@@ -344,3 +345,28 @@ def test_solution_invariants(iris42, name):
         assert float(np.sum(p.similar_matrix * M)) <= 1.0 + 1e-9
     if name == "pola_soft":
         assert sol.variables["b"] >= 1.0
+
+
+def test_exact_polish_from_a_first_order_solution_reaches_the_exact_optimum():
+    """backend='cvxpy' with init=<jax solution>: working set from the triplets near its margin."""
+    from sklearn.datasets import load_wine
+
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    p = LMNNProblem(X, y)
+    rough = p.solve(backend="jax", tol=1e-3)
+    assert rough.certificate.rel_gap <= 1e-3
+    polished = p.solve(init=rough)
+    cold = p.solve()
+    assert polished.status is Status.OPTIMAL and polished.certificate.rel_gap <= 1e-7
+    assert polished.objective == pytest.approx(cold.objective, rel=1e-7)
+    assert polished.objective <= rough.objective
+    # starting near the optimum needs a much smaller working set than starting from M = I
+    assert polished.stats["working_set_size"] < cold.stats["working_set_size"]
+
+
+def test_exact_polish_rejects_a_bad_init(iris42):
+    X, y = iris42
+    p = LMNNProblem(X, y)
+    with pytest.raises(InputError, match=re.escape("init must have shape (4, 4)")):
+        p.solve(init=np.eye(3))

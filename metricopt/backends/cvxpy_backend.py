@@ -126,7 +126,7 @@ def _run(prog, solver, kw, verbose):
 
 
 def solve(problem, solver=None, tol=1e-8, max_iter=100_000, max_rounds=100, working_set=True,
-          min_add=500, certify=1e-6, verbose=False, **unknown):
+          min_add=500, certify=1e-6, init=None, verbose=False, **unknown):
     """Solve ``problem`` exactly through CVXPY.
 
     Parameters
@@ -147,6 +147,11 @@ def solve(problem, solver=None, tol=1e-8, max_iter=100_000, max_rounds=100, work
         Each round adds at most ``max(min_add, current working-set size)`` violators,
         the most violated first (adding all of them after a round whose restricted
         optimum shrank ``M`` floods the working set with triplets inactive at the optimum).
+    init : (d, d) array or Solution, optional
+        Exact polish: start the working set from the triplets active (within the term's
+        margin) at this metric, e.g. a first-order solution from ``backend="jax"``,
+        instead of at ``M = I``; the loop then adds violators until none is left, so the
+        answer is still the exact optimum of the full problem.
     certify : float or None
         Certify the result (:func:`metricopt.certify`) at this relative-gap tolerance and
         let the certificate decide the status (see :func:`finalize`); ``None`` skips it.
@@ -162,7 +167,7 @@ def solve(problem, solver=None, tol=1e-8, max_iter=100_000, max_rounds=100, work
 
         raise UnknownOptionError(
             f"unknown option(s) for backend='cvxpy': {sorted(unknown)}; accepted: solver, tol, max_iter, "
-            "max_rounds, working_set, min_add, certify, verbose."
+            "max_rounds, working_set, min_add, certify, init, verbose."
         )
     solver = check_choice(str(solver or problem.default_solver).upper(), "solver", SOLVERS)
     tol = check_real(tol, "tol", low=0.0, low_open=True)
@@ -173,6 +178,8 @@ def solve(problem, solver=None, tol=1e-8, max_iter=100_000, max_rounds=100, work
 
     ws_idx = [i for i, t in enumerate(problem.terms) if t.uses_working_set and working_set]
     V0 = problem.initial_point()
+    if init is not None:
+        V0["M"] = problem.check_metric(init.M if isinstance(init, Solution) else init, name="init")
     if working_set:
         sets = {i: problem.terms[i].initial_working_set(problem, V0) for i in ws_idx}
     else:
