@@ -139,9 +139,7 @@ def pola_certify(problem, M, b, feas_tol, band=1e-3, max_free=4000):
     Cbox = problem.C
     best = 0.5
     if cand.size:
-        X = problem.X
-        Dc = X[pr[cand, 0]] - X[pr[cand, 1]]
-        rows = (Dc[:, :, None] * Dc[:, None, :]).reshape(cand.size, -1)
+        rows = problem.pair_rows(pr[cand, 0], pr[cand, 1])
         dd = problem.d
         a = cp.Variable(cand.size, nonneg=True)
         K = cp.reshape(rows.T @ cp.multiply(y[cand], a), (dd, dd), order="C")

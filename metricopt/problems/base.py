@@ -15,7 +15,7 @@ import numpy as np
 
 from .._validation import check_X
 from ..errors import InputError
-from ..linalg import factor, min_eig, symmetrize
+from ..linalg import factor, min_eig, pair_rows, symmetrize
 
 
 class Constraint:
@@ -95,10 +95,10 @@ class Problem:
 
     def pair_rows(self, a, b):
         """Rows ``r`` with ``r @ vec = d_M(x_a, x_b)`` for the backend's vectorised variable."""
-        D = self.X[np.asarray(a)] - self.X[np.asarray(b)]
         if self.diagonal:
+            D = self.X[np.asarray(a)] - self.X[np.asarray(b)]
             return D * D
-        return (D[:, :, None] * D[:, None, :]).reshape(D.shape[0], -1)
+        return pair_rows(self.X, a, b)
 
     def pair_distances(self, a, b, M, chunk=200_000):
         """``d_M(x_a, x_b) = (x_a - x_b)^T M (x_a - x_b)`` from explicit differences."""
