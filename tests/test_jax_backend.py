@@ -100,20 +100,20 @@ def test_matrix_form_gradient_matches_brute_force_and_autodiff(seed):
         Mj = jnp.asarray(M)
         v, ex, G = 0.0, 0.0, 0.0
         for t, dat, act in zip(problem.terms, data, actives):
-            a, b, g = type(t).jax_value_grad(dat, Mj, act, 0.0)
-            v, ex, G = v + a, ex + b, G + g
+            a, b, g = type(t).jax_value_grad(dat, {"M": Mj}, act, 0.0)
+            v, ex, G = v + a, ex + b, G + g["M"]
         assert G.dtype == jnp.float64
 
         def total(Mx, s=0.0):
-            return sum(type(t).jax_value(dat, Mx, act, s) for t, dat, act in zip(problem.terms, data, actives))
+            return sum(type(t).jax_value(dat, {"M": Mx}, act, s) for t, dat, act in zip(problem.terms, data, actives))
 
         G_auto = jax.grad(total)(Mj)
         G_auto = 0.5 * (G_auto + G_auto.T)
 
         # the smoothed hinge: matrix form == autodiff as well
         hinge_idx = next(i for i, t in enumerate(problem.terms) if isinstance(t, TripletHinge))
-        _, _, Gs = TripletHinge.jax_value_grad(data[hinge_idx], Mj, actives[hinge_idx], 0.3)
-        Gs_auto = jax.grad(lambda Mx: TripletHinge.jax_value(data[hinge_idx], Mx, actives[hinge_idx], 0.3))(Mj)
+        Gs = TripletHinge.jax_value_grad(data[hinge_idx], {"M": Mj}, actives[hinge_idx], 0.3)[2]["M"]
+        Gs_auto = jax.grad(lambda Mx: TripletHinge.jax_value(data[hinge_idx], {"M": Mx}, actives[hinge_idx], 0.3))(Mj)
 
     scale = np.abs(G_ref).max()
     np.testing.assert_allclose(np.asarray(G), G_ref, atol=1e-10 * scale, rtol=0)
@@ -135,10 +135,10 @@ def test_regularizer_pieces_match_their_values():
             if t.uses_working_set:
                 continue
             dat = {k: jnp.asarray(v) for k, v in t.jax_data(problem).items()}
-            val, ex, g = type(t).jax_value_grad(dat, jnp.asarray(M))
+            val, ex, g = type(t).jax_value_grad(dat, {"M": jnp.asarray(M)})
             assert float(val) == pytest.approx(t.value(problem, V), rel=1e-13)
-            g_auto = jax.grad(lambda Mx: type(t).jax_value(dat, Mx))(jnp.asarray(M))
-            np.testing.assert_allclose(np.asarray(g), np.asarray(g_auto), atol=1e-12)
+            g_auto = jax.grad(lambda Mx: type(t).jax_value(dat, {"M": Mx}))(jnp.asarray(M))
+            np.testing.assert_allclose(np.asarray(g["M"]), np.asarray(g_auto), atol=1e-12)
 
 
 def test_project_psd_matches_numpy():
@@ -235,10 +235,18 @@ def test_unknown_options_and_solvers(iris):
         mj.solve(iris, solver="adam")
 
 
-def test_non_lmnn_problems_are_refused():
+def test_unsupported_problems_and_solvers_are_refused():
     X, y = load_iris(return_X_y=True)
-    with pytest.raises(InputError, match="LMNN"):
-        mj.solve(metricopt.MMCProblem(X[::5], y[::5]))
+    with pytest.raises(InputError, match="only with solver='online'"):
+        mj.solve(metricopt.POLAProblem(X[::5], y[::5]))
+    with pytest.raises(InputError, match="solver='online' is POLA's online algorithm"):
+        mj.solve(metricopt.MMCProblem(X[::5], y[::5]), solver="online")
+
+    class Other(metricopt.Problem):
+        pass
+
+    with pytest.raises(InputError, match="solves LMNN, MMC and POLA problems; got Other"):
+        mj.solve(Other(X))
 
 
 def test_problem_solve_backend_jax(iris):

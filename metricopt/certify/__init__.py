@@ -89,7 +89,7 @@ def certify(problem, M, tol=1e-6, psd_tol=1e-7, feas_tol=1e-6, **variables):
                                {"reason": "sum of similar-pair distances exceeds 1 beyond feas_tol"})
         upper, lower, info = res
     elif isinstance(problem, POLAProblem):
-        res = pola_certify(problem, M, variables.get("b"), feas_tol)
+        res = pola_certify(problem, M, variables.get("b"), feas_tol, tol=tol)
         if res is None:
             return Certificate(float("inf"), -float("inf"), INFEASIBLE, tol, problem.method,
                                {"reason": "pair margins y_t (b - d_t) >= 1 violated beyond feas_tol (or b < 1)"})

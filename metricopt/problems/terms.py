@@ -13,9 +13,11 @@ provides
 * for the JAX backend (``has_jax = True``): ``jax_data(problem)``, the arrays its JAX
   piece needs (passed to the jitted solver loop as dynamic inputs, so that a second
   problem of the same shapes reuses the compiled loop), and the pure-JAX static
-  methods ``jax_value_grad(data, M, active=None, smoothing=0.0)`` ->
-  ``(value, exact_value, gradient)`` and ``jax_value(data, M, ...)`` (the value alone,
-  written triplet-wise, so that ``jax.grad`` of it checks the matrix-form gradient).
+  methods ``jax_value_grad(data, V, active=None, smoothing=0.0)`` ->
+  ``(value, exact_value, gradients)`` over a dict ``V`` of JAX arrays (``V["M"]``, and
+  ``V["b"]`` where the problem has a threshold), ``gradients`` a dict with an entry for
+  each variable the term depends on, and ``jax_value(data, V, ...)`` (the value alone,
+  written pair- or triplet-wise, so that ``jax.grad`` of it checks the matrix-form gradient).
   ``value`` is what a solver minimises (possibly smoothed), ``exact_value`` the
   unsmoothed term; terms with a working set evaluate both over their active set.
   ``jax`` is imported inside these methods only: importing metricopt never imports
@@ -32,6 +34,33 @@ import numpy as np
 
 from .._validation import check_real
 from ..constraints import active_triplets, hinge_total
+
+
+def smoothed_hinge(h, s):
+    """Centred Huber smoothing of ``[h]_+`` of width ``s`` and its derivative.
+
+    ``phi_s(h) = 0`` for ``h <= -s/2``, ``(h + s/2)^2 / (2 s)`` for ``|h| < s/2`` and ``h``
+    for ``h >= s/2``: ``[h]_+ <= phi_s <= [h]_+ + s/8`` and ``phi_s'`` is ``1/s``-Lipschitz.
+    ``s = 0`` gives the hinge itself with the subgradient ``1[h > 0]``.
+    """
+    import jax.numpy as jnp
+
+    safe = jnp.where(s > 0, s, 1.0)
+    u = h + 0.5 * s
+    phi = jnp.where(h >= 0.5 * s, h, jnp.where(u > 0, u * u / (2.0 * safe), 0.0))
+    dphi = jnp.where(s > 0, jnp.clip(u / safe, 0.0, 1.0), (h > 0).astype(h.dtype))
+    return phi, dphi
+
+
+def _pair_differences(problem, pairs):
+    """``x_a - x_b`` for each pair (rows), the JAX pieces' data for pair terms."""
+    return problem.X[pairs[:, 0]] - problem.X[pairs[:, 1]]
+
+
+def _weighted_scatter(D, w):
+    """``sum_t w_t D_t D_t^T = D^T diag(w) D`` (JAX), the adjoint of ``M -> (D_t^T M D_t)_t``."""
+    return (D * w[:, None]).T @ D
+
 
 #: every concrete term class, by name (filled by ``register``)
 TERMS: dict[str, type] = {}
@@ -64,12 +93,12 @@ class Term:
         raise NotImplementedError(f"the term {self!r} has no JAX piece; backend='jax' cannot solve this problem.")
 
     @staticmethod
-    def jax_value_grad(data, M, active=None, smoothing=0.0):  # pragma: no cover - abstract
-        """``(value, exact_value, gradient)`` at a symmetric JAX array ``M``."""
+    def jax_value_grad(data, V, active=None, smoothing=0.0):  # pragma: no cover - abstract
+        """``(value, exact_value, gradients)`` at a point ``V`` (dict of JAX arrays, ``V["M"]`` symmetric)."""
         raise NotImplementedError
 
     @staticmethod
-    def jax_value(data, M, active=None, smoothing=0.0):  # pragma: no cover - abstract
+    def jax_value(data, V, active=None, smoothing=0.0):  # pragma: no cover - abstract
         """The (smoothed) value alone, for ``jax.grad`` checks."""
         raise NotImplementedError
 
@@ -103,17 +132,17 @@ class Linear(Term):
         return {"P": np.asarray(self.linear_part(problem.d), dtype=np.float64)}
 
     @staticmethod
-    def jax_value_grad(data, M, active=None, smoothing=0.0):
+    def jax_value_grad(data, V, active=None, smoothing=0.0):
         import jax.numpy as jnp
 
-        v = jnp.sum(data["P"] * M)
-        return v, v, data["P"]
+        v = jnp.sum(data["P"] * V["M"])
+        return v, v, {"M": data["P"]}
 
     @staticmethod
-    def jax_value(data, M, active=None, smoothing=0.0):
+    def jax_value(data, V, active=None, smoothing=0.0):
         import jax.numpy as jnp
 
-        return jnp.sum(data["P"] * M)
+        return jnp.sum(data["P"] * V["M"])
 
     def describe(self):
         return f"Linear({self.name})"
@@ -163,15 +192,15 @@ class Frobenius(Term):
         return {"lam": np.float64(self.lam)}
 
     @staticmethod
-    def jax_value(data, M, active=None, smoothing=0.0):
+    def jax_value(data, V, active=None, smoothing=0.0):
         import jax.numpy as jnp
 
-        return 0.5 * data["lam"] * jnp.sum(M * M)
+        return 0.5 * data["lam"] * jnp.sum(V["M"] * V["M"])
 
     @staticmethod
-    def jax_value_grad(data, M, active=None, smoothing=0.0):
-        v = Frobenius.jax_value(data, M)
-        return v, v, data["lam"] * M
+    def jax_value_grad(data, V, active=None, smoothing=0.0):
+        v = Frobenius.jax_value(data, V)
+        return v, v, {"M": data["lam"] * V["M"]}
 
     def describe(self):
         return f"Frobenius(lam={self.lam:g})"
@@ -190,6 +219,22 @@ class HalfSquare(Term):
 
     def cvxpy(self, problem, V, ws=None):
         return 0.5 * self.weight * cp.square(V[self.var]), []
+
+    has_jax = True
+
+    def jax_data(self, problem):
+        if self.var != "b":
+            raise NotImplementedError("the JAX piece of HalfSquare handles the threshold variable 'b' only.")
+        return {"weight": np.float64(self.weight)}
+
+    @staticmethod
+    def jax_value(data, V, active=None, smoothing=0.0):
+        return 0.5 * data["weight"] * V["b"] ** 2
+
+    @staticmethod
+    def jax_value_grad(data, V, active=None, smoothing=0.0):
+        v = HalfSquare.jax_value(data, V)
+        return v, v, {"b": data["weight"] * V["b"]}
 
     def describe(self):
         return f"HalfSquare({self.var})"
@@ -271,6 +316,8 @@ class TripletHinge(Term):
 
     # ------------------------------------------------------------ JAX piece
     has_jax = True
+    #: the JAX piece smooths the hinge (the backend drives the width down)
+    jax_smoothed = True
 
     def jax_data(self, problem):
         Xc = problem.X - problem.X.mean(axis=0)  # pair differences and Laplacians ignore translations
@@ -312,22 +359,6 @@ class TripletHinge(Term):
         return active, size, self.weight * float(np.sum(h[h > 0])), hp
 
     @staticmethod
-    def jax_smoothed_hinge(h, s):
-        """Centred Huber smoothing of ``[h]_+`` of width ``s`` and its derivative.
-
-        ``phi_s(h) = 0`` for ``h <= -s/2``, ``(h + s/2)^2 / (2 s)`` for ``|h| < s/2`` and ``h``
-        for ``h >= s/2``: ``[h]_+ <= phi_s <= [h]_+ + s/8`` and ``phi_s'`` is ``1/s``-Lipschitz.
-        ``s = 0`` gives the hinge itself with the subgradient ``1[h > 0]``.
-        """
-        import jax.numpy as jnp
-
-        safe = jnp.where(s > 0, s, 1.0)
-        u = h + 0.5 * s
-        phi = jnp.where(h >= 0.5 * s, h, jnp.where(u > 0, u * u / (2.0 * safe), 0.0))
-        dphi = jnp.where(s > 0, jnp.clip(u / safe, 0.0, 1.0), (h > 0).astype(h.dtype))
-        return phi, dphi
-
-    @staticmethod
     def jax_margins(data, M, active):
         """The linear map ``A(M)_t = <C_il - C_ij, M> = d_M(x_i, x_l) - d_M(x_i, x_j)`` over the
         active set (hinge argument ``h_t = 1 - A(M)_t``), from explicit differences."""
@@ -362,24 +393,24 @@ class TripletHinge(Term):
         return 0.5 * (S + S.T)
 
     @staticmethod
-    def jax_value_grad(data, M, active=None, smoothing=0.0):
+    def jax_value_grad(data, V, active=None, smoothing=0.0):
         """Matrix form of the (sub)gradient: ``-weight * A^T w = weight * (S_target(w) - S_impostor(w))``
         with ``w_t = phi_s'(h_t)`` (``1[h_t > 0]`` for ``s = 0``); see :meth:`jax_adjoint`."""
         import jax.numpy as jnp
 
         mu, mask = data["weight"], active["mask"]
-        h = 1.0 - TripletHinge.jax_margins(data, M, active)
-        phi, w = TripletHinge.jax_smoothed_hinge(h, smoothing)
+        h = 1.0 - TripletHinge.jax_margins(data, V["M"], active)
+        phi, w = smoothed_hinge(h, smoothing)
         value = mu * jnp.sum(phi * mask)
         exact = mu * jnp.sum(jnp.maximum(h, 0.0) * mask)
-        return value, exact, -mu * TripletHinge.jax_adjoint(data, active, w * mask)
+        return value, exact, {"M": -mu * TripletHinge.jax_adjoint(data, active, w * mask)}
 
     @staticmethod
-    def jax_value(data, M, active=None, smoothing=0.0):
+    def jax_value(data, V, active=None, smoothing=0.0):
         import jax.numpy as jnp
 
-        h = 1.0 - TripletHinge.jax_margins(data, M, active)
-        phi, _ = TripletHinge.jax_smoothed_hinge(h, smoothing)
+        h = 1.0 - TripletHinge.jax_margins(data, V["M"], active)
+        phi, _ = smoothed_hinge(h, smoothing)
         return data["weight"] * jnp.sum(phi * active["mask"])
 
     def describe(self):
@@ -412,6 +443,48 @@ class SqrtDistances(Term):
         u = cp.Variable(len(self.pairs), name="sqrt_d")
         return self.weight * cp.sum(u) / np.sqrt(sc), [cp.SOC(t + 1, cp.vstack([2 * u, t - 1]), axis=0)]
 
+    has_jax = True
+
+    def jax_data(self, problem):
+        # the diagonal variant differs only in its feasible set (the backend's projection keeps M diagonal)
+        D = _pair_differences(problem, self.pairs)
+        # smoothing scale: the median root distance at the identity metric (scaled onto MMC's budget)
+        sq = np.einsum("td,td->t", D, D)
+        S = getattr(problem, "similar_matrix", None)
+        if S is not None:
+            sq = sq / max(float(np.trace(S)), 1e-300)
+        return {"D": D, "weight": np.float64(self.weight), "scale": np.float64(max(np.median(np.sqrt(sq)), 1e-300))}
+
+    #: the square root is smoothed near 0 (``sqrt(d + eps^2)``, ``eps = smoothing * scale``): pairs at
+    #: distance 0 (an optimum may have them) have no gradient otherwise
+    jax_smoothed = True
+
+    @staticmethod
+    def _roots(data, V, smoothing):
+        import jax.numpy as jnp
+
+        D = data["D"]
+        dist = jnp.maximum(jnp.einsum("td,td->t", D @ V["M"], D), 0.0)
+        eps = smoothing * data["scale"]
+        return jnp.sqrt(dist + eps * eps), jnp.sqrt(dist)
+
+    @staticmethod
+    def jax_value(data, V, active=None, smoothing=0.0):
+        import jax.numpy as jnp
+
+        return data["weight"] * jnp.sum(SqrtDistances._roots(data, V, smoothing)[0])
+
+    @staticmethod
+    def jax_value_grad(data, V, active=None, smoothing=0.0):
+        """Gradient ``weight * sum_t C_t / (2 sqrt(d_t + eps^2))`` as one weighted scatter
+        ``D^T diag(w) D`` (for ``eps = 0``, ``d_t`` floored at the smallest normal float)."""
+        import jax.numpy as jnp
+
+        smooth, root = SqrtDistances._roots(data, V, smoothing)
+        w = 0.5 / jnp.maximum(smooth, jnp.sqrt(jnp.finfo(smooth.dtype).tiny))
+        return (data["weight"] * jnp.sum(smooth), data["weight"] * jnp.sum(root),
+                {"M": data["weight"] * _weighted_scatter(data["D"], w)})
+
     def describe(self):
         return f"SqrtDistances({len(self.pairs)} pairs, weight={self.weight:g})"
 
@@ -437,6 +510,41 @@ class PairHinge(Term):
         xi = cp.Variable(len(self.pairs), nonneg=True, name="xi")
         margin = cp.multiply(self.labels, V["b"] - A @ V["Mvec"])
         return self.C * cp.sum(xi), [margin >= 1 - xi]
+
+    has_jax = True
+    jax_smoothed = True
+
+    def jax_data(self, problem):
+        return {"D": _pair_differences(problem, self.pairs), "y": self.labels, "C": np.float64(self.C)}
+
+    @staticmethod
+    def jax_hinge_arguments(data, V):
+        """``h_t = 1 - y_t (b - d_M(x_t, x'_t))`` for every pair."""
+        import jax.numpy as jnp
+
+        D = data["D"]
+        dist = jnp.einsum("td,td->t", D @ V["M"], D)
+        return 1.0 - data["y"] * (V["b"] - dist)
+
+    @staticmethod
+    def jax_value(data, V, active=None, smoothing=0.0):
+        import jax.numpy as jnp
+
+        phi, _ = smoothed_hinge(PairHinge.jax_hinge_arguments(data, V), smoothing)
+        return data["C"] * jnp.sum(phi)
+
+    @staticmethod
+    def jax_value_grad(data, V, active=None, smoothing=0.0):
+        """``dh_t/dM = y_t C_t`` and ``dh_t/db = -y_t``: the ``M`` gradient is one weighted scatter
+        ``C D^T diag(y phi_s'(h)) D``."""
+        import jax.numpy as jnp
+
+        h = PairHinge.jax_hinge_arguments(data, V)
+        phi, w = smoothed_hinge(h, smoothing)
+        C = data["C"]
+        yw = data["y"] * w
+        return (C * jnp.sum(phi), C * jnp.sum(jnp.maximum(h, 0.0)),
+                {"M": C * _weighted_scatter(data["D"], yw), "b": -C * jnp.sum(yw)})
 
     def describe(self):
         return f"PairHinge({len(self.pairs)} pairs, C={self.C:g})"

@@ -8,8 +8,8 @@ import numpy as np
 
 from ..._validation import check_choice, check_int, check_real
 from ...errors import InputError, UnknownOptionError
-from ...linalg import project_psd
 from ...solution import Solution, Status
+from .geometry import Setup
 from .solvers import DEFAULT_SOLVER, SOLVERS
 
 OPTIONS = ("solver", "max_iter", "tol", "verbose", "check_every", "certify_every", "margin", "time_limit", "init")
@@ -27,22 +27,35 @@ STALL_CHUNKS = 5
 #: iterations later: certificates (an exact search of all triplets and a small dual program)
 #: stay a bounded share of the work, for at most ``CERTIFY_GROWTH`` extra iterations
 CERTIFY_GROWTH = 0.2
+#: certificates taking longer than CERTIFY_SLOW seconds are spaced so that the iterations between two
+#: of them take at least CERTIFY_SHARE times as long as the last one (the schedule then depends on timing)
+CERTIFY_SLOW = 0.5
+CERTIFY_SHARE = 3.0
 #: smallest active-set capacity (padding bucket)
 MIN_CAPACITY = 256
 #: the re-check interval grows up to this multiple of ``check_every`` (solvers with adaptive checks)
 MAX_CHECK_FACTOR = 8
 
 
-def _check_problem(problem):
-    from ...problems.lmnn import LMNNProblem
+def _jax_terms(problem, name):
+    """The terms the jitted loop sees: the problem's own, except for hard-margin POLA, which only the
+    online solver handles (it visits the pairs, carried by a PairHinge term that no batch solver
+    minimises)."""
+    from ...problems.pola import POLAProblem
+    from ...problems.terms import PairHinge
 
-    if not isinstance(problem, LMNNProblem):
-        raise InputError(f"backend='jax' solves LMNN problems only; got {problem.method}. Use backend='cvxpy'.")
-    bad = [t for t in problem.terms if not getattr(t, "has_jax", False)]
-    if bad:
-        raise InputError(f"backend='jax' has no JAX piece for the term(s) {bad}; use backend='cvxpy'.")
-    if problem.diagonal or problem.constraints or problem.extra_variables:
-        raise InputError("backend='jax' handles unconstrained LMNN-type problems over a full PSD M only.")
+    is_pola = isinstance(problem, POLAProblem)
+    if name == "online" and not is_pola:
+        raise InputError(f"solver='online' is POLA's online algorithm; {problem.method} has no online solver here.")
+    if is_pola and problem.C is None:
+        if name != "online":
+            raise InputError(
+                "backend='jax' solves hard-margin POLA (C=None) only with solver='online' (the paper's online "
+                "algorithm): a first-order batch method cannot project onto every pair's margin at once. Pass a "
+                "soft margin C, or use backend='cvxpy'."
+            )
+        return list(problem.terms) + [PairHinge(problem.pairs, problem.pair_labels, 1.0)]
+    return list(problem.terms)
 
 
 def solve(problem, solver=None, max_iter=20_000, tol=1e-6, verbose=False, check_every=10, certify_every=50,
@@ -85,8 +98,9 @@ def solve(problem, solver=None, max_iter=20_000, tol=1e-6, verbose=False, check_
         raise UnknownOptionError(
             f"unknown option(s) for backend='jax': {sorted(unknown)}; accepted: {', '.join(OPTIONS)}."
         )
-    _check_problem(problem)
+    setup = Setup(problem)
     name = check_choice(str(solver or DEFAULT_SOLVER).lower(), "solver", tuple(SOLVERS))
+    terms = _jax_terms(problem, name)
     max_iter = check_int(max_iter, "max_iter", low=1)
     tol = check_real(tol, "tol", low=0.0, low_open=True)
     check_every = check_int(check_every, "check_every", low=1)
@@ -94,12 +108,18 @@ def solve(problem, solver=None, max_iter=20_000, tol=1e-6, verbose=False, check_
     margin = check_real(margin, "margin", low=0.0)
     if time_limit is not None:
         time_limit = check_real(time_limit, "time_limit", low=0.0, low_open=True)
-    M0 = np.eye(problem.d) if init is None else problem.check_metric(init, name="init", psd_tol=1e-7)
+    if init is None:
+        Z0 = setup.initial_point()
+    else:
+        init_vars = dict(getattr(init, "variables", {}) or {})
+        init_M = init.M if isinstance(init, Solution) else init
+        V0 = {"M": problem.check_metric(init_M, name="init", psd_tol=1e-7), **init_vars}
+        Z0 = setup.from_point(V0)
 
     import jax
 
     with jax.enable_x64(True):
-        return _solve(problem, M0, name, SOLVERS[name], max_iter, tol, bool(verbose), check_every,
+        return _solve(problem, setup, terms, Z0, name, SOLVERS[name], max_iter, tol, bool(verbose), check_every,
                       certify_every, margin, time_limit)
 
 
@@ -113,35 +133,44 @@ def _new_violators(old, new, h):
     return int(np.sum(~np.isin(knew, key(old))))
 
 
-def _solve(problem, M0, name, solver, max_iter, tol, verbose, check_every, certify_every, margin, time_limit):
+def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, check_every, certify_every, margin,
+           time_limit):
     import jax.numpy as jnp
 
     from ...certify import certify
     from .loop import run_chunk
 
     t0 = time.perf_counter()
-    terms = problem.terms
     term_classes = tuple(type(t) for t in terms)
     data = tuple({k: jnp.asarray(v) for k, v in t.jax_data(problem).items()} for t in terms)
+    geometry = setup.geometry
+    gdata = {"T": jnp.asarray(setup.gdata["T"])} if "T" in setup.gdata else {}
+    smoothed = solver.smoothing and any(getattr(t, "jax_smoothed", False) for t in terms)
+    extras = problem.extra_variables
+    online = getattr(solver, "online", False)
 
-    M = project_psd(M0)
-    state = solver.init(jnp.asarray(M))
+    Z = np.asarray(geometry.project(jnp.asarray(Z0)), dtype=np.float64)
+    state = solver.init(jnp.asarray(Z))
     dtype = str(state["M"].dtype)
+
+    def certify_point(V):
+        return certify(problem, V["M"], tol=tol, **{k: V[k] for k in extras})
 
     it, unchanged, interval = 0, 0, check_every
     capacity = {}  # active-set capacity bucket per working-set term
     np_actives = {}  # the current active sets (numpy)
-    history, best = [], None  # best: (objective, M, iteration)
-    cert, cert_M, cert_it, cert_time, cert_calls = None, None, None, 0.0, 0
+    history, best = [], None  # best: (objective, V, iteration)
+    cert, cert_V, cert_it, cert_time, cert_calls = None, None, None, 0.0, 0
+    last_cert, cert_end = 0.0, 0.0
     status, message = None, ""
     while True:
-        # ---- full re-check of every triplet at M: active sets and the exact objective
+        # ---- full re-check at the iterate: active sets (every triplet searched) and the exact objective
+        V = setup.to_point(Z)
+        M = V["M"]
         actives, sizes, obj, new_viol = [], 0, 0.0, 0
-        V = {"M": M}
         for idx, t in enumerate(terms):
             if not t.uses_working_set:
                 actives.append(None)
-                obj += float(t.value(problem, V))
                 continue
             act, size, val, h = t.jax_active_set(problem, M, max(margin, float(state["s"])),
                                               min_capacity=capacity.get(idx, MIN_CAPACITY))
@@ -153,31 +182,42 @@ def _solve(problem, M0, name, solver, max_iter, tol, verbose, check_every, certi
             actives.append({k: jnp.asarray(v) for k, v in act.items()})
             sizes += size
             obj += val
-        if not np.isfinite(obj) or not np.all(np.isfinite(M)):
+        # the problem's own objective (terms outside the loop's view, e.g. hard-margin POLA's carrier, excluded)
+        obj += sum(t.value(problem, V) for t in problem.terms if not t.uses_working_set)
+        if not np.isfinite(obj) or not np.all(np.isfinite(Z)):
             status, message = Status.ERROR, f"non-finite objective or metric at iteration {it}"
             break
-        if best is None or obj < best[0]:
-            best = (obj, M, it)
+        # constrained problems (hard-margin POLA) keep the last iterate; the others the best one seen
+        if best is None or obj < best[0] or problem.constraints:
+            best = (obj, V, it)
         now = time.perf_counter()
         done = it >= max_iter or (time_limit is not None and now - t0 >= time_limit)
         entry = {"iteration": it, "time": now - t0, "objective": obj, "active_set": sizes,
-                 "new_violators": new_viol, "smoothing": float(state["s"]), "rel_gap": None}
+                 "new_violators": new_viol, "smoothing": float(state["s"]) if smoothed else 0.0, "rel_gap": None}
         if it > 0:
             entry.update(solver.diagnostics(state))
         # ---- certificate: every certify_every iterations, more sparsely later on (a deterministic
         # schedule, so that a solve is reproducible); always before giving up
-        if cert is None or done or it - cert_it >= max(certify_every, int(CERTIFY_GROWTH * cert_it)):
+        due = it - cert_it >= max(certify_every, int(CERTIFY_GROWTH * cert_it)) if cert is not None else True
+        if due and cert is not None and last_cert > CERTIFY_SLOW:
+            # an expensive certificate (e.g. POLA's restricted dual program) waits until the iterations
+            # since the last one took CERTIFY_SHARE times as long: certificates stay a bounded share of the time
+            due = now - cert_end >= CERTIFY_SHARE * last_cert
+        if due or done or online:
             tc = time.perf_counter()
-            cert = certify(problem, M, tol=tol)
-            cert_time += time.perf_counter() - tc
+            cert = certify_point(V)
+            last_cert = time.perf_counter() - tc
+            cert_end = time.perf_counter()
+            cert_time += last_cert
             cert_calls += 1
-            cert_it, cert_M = it, M
+            cert_it, cert_V = it, V
             entry["rel_gap"] = cert.rel_gap
         entry["certify_time"] = cert_time
         history.append(entry)
         if verbose:
             gap = "" if entry["rel_gap"] is None else f"{entry['rel_gap']:.3e}"
-            print(f"[metricopt jax/{name}] iter {it:6d}  objective {obj:.10g}  certified gap {gap:>10s}  "
+            unit = "pass" if online else "iter"
+            print(f"[metricopt jax/{name}] {unit} {it:6d}  objective {obj:.10g}  certified gap {gap:>10s}  "
                   f"active {sizes:7d}  {entry['time']:.2f}s"
                   + "".join(f"  {k} {v:.3g}" for k, v in solver.diagnostics(state).items() if it > 0), flush=True)
         if entry["rel_gap"] is not None and cert.rel_gap <= tol:
@@ -185,49 +225,53 @@ def _solve(problem, M0, name, solver, max_iter, tol, verbose, check_every, certi
             break
         if done:
             status = Status.ITERATION_LIMIT
-            message = (f"stopped after {it} iterations" if it >= max_iter
+            message = (f"stopped after {it} {'passes' if online else 'iterations'}" if it >= max_iter
                        else f"time limit {time_limit:g}s reached after {it} iterations")
             break
         # ---- re-check interval: lengthened while re-checks find no new violated triplet
         if solver.adaptive_checks:
             interval = check_every if new_viol else min(2 * interval, MAX_CHECK_FACTOR * check_every)
         # ---- smoothing continuation (driven by the chunk's progress)
-        if solver.smoothing and it > 0:
+        if smoothed and it > 0:
             state = _continuation(state, bool(solver.converged(state)))
-        # ---- one jitted chunk of iterations
-        steps = min(interval, max_iter - it)
-        M_prev = M
-        state = run_chunk(solver, term_classes, data, tuple(actives), state, jnp.asarray(steps, jnp.int32))
-        M = np.array(state["M"], dtype=np.float64)
+        # ---- one jitted chunk of iterations (online: one pass over the pairs per iteration)
+        steps = 1 if online else min(interval, max_iter - it)
+        Z_prev = Z
+        state = run_chunk(solver, term_classes, geometry, data, gdata, tuple(actives), state,
+                          jnp.asarray(steps, jnp.int32))
+        Z = np.array(state["M"], dtype=np.float64)
         it = int(state["iterations"])
-        unchanged = unchanged + 1 if np.array_equal(M, M_prev) else 0
+        unchanged = unchanged + 1 if np.array_equal(Z, Z_prev) else 0
         if unchanged >= STALL_CHUNKS:
             status, message = Status.OPTIMAL_INACCURATE, f"the iterates stalled at iteration {it}"
             # certify the last iterate before stopping
+            V = setup.to_point(Z)
             tc = time.perf_counter()
-            cert, cert_M, cert_it = certify(problem, M, tol=tol), M, it
+            cert, cert_V, cert_it = certify_point(V), V, it
             cert_time += time.perf_counter() - tc
             cert_calls += 1
             break
 
     # ---- result: a certified optimum, else the best iterate seen at a re-check (certified)
     if status is Status.OPTIMAL or best is None:
-        M_out, it_out = cert_M, cert_it
+        V_out, it_out = cert_V, cert_it
     else:
-        _, M_out, it_out = best
-        if cert_M is None or not np.array_equal(M_out, cert_M):
+        _, V_out, it_out = best
+        if cert_V is None or V_out is not cert_V:
             tc = time.perf_counter()
-            cert = certify(problem, M_out, tol=tol)
+            cert = certify_point(V_out)
             cert_time += time.perf_counter() - tc
             cert_calls += 1
         if cert.rel_gap <= tol:
             message += "; but the final certificate proves optimality"
             status = Status.OPTIMAL
-    if M_out is None:
+    if V_out is None:
         return Solution(M=None, objective=float("nan"), status=status, backend="jax", solver=name,
                         stats={"time": time.perf_counter() - t0, "iterations": it, "history": history},
                         message=f"{status.message} ({message})")
     message += f"; certified relative gap {cert.rel_gap:.2e}"
+    if cert.verdict == "infeasible":
+        message += f" (the iterate is infeasible: {cert.details.get('reason', '')})"
     stats = {
         "time": time.perf_counter() - t0,
         "iterations": it,
@@ -242,12 +286,14 @@ def _solve(problem, M0, name, solver, max_iter, tol, verbose, check_every, certi
         "device": str(next(iter(state["M"].devices()))),
         "solver_objective": float(state["fx"]),  # the loop's own value at its last iterate (active set)
     }
-    if solver.smoothing:
+    if smoothed:
         stats["smoothing"] = float(state["s"])
     if "restarts" in state:
         stats["restarts"] = int(state["restarts"])
-    return Solution(M=M_out, objective=float(problem.objective(M_out)), status=status, backend="jax",
-                    solver=name, stats=stats, message=f"{status.message} ({message})", certificate=cert)
+    variables = {k: V_out[k] for k in extras}
+    return Solution(M=V_out["M"], objective=float(problem.objective(V_out["M"], **variables)), status=status,
+                    backend="jax", solver=name, stats=stats, message=f"{status.message} ({message})",
+                    certificate=cert, variables=variables)
 
 
 def _continuation(state, converged):
@@ -257,7 +303,7 @@ def _continuation(state, converged):
     import jax.numpy as jnp
 
     progress = float(state["f_start"] - state["f"])
-    bias = float(state["f"] - state["fx"])
+    bias = abs(float(state["f"] - state["fx"]))  # smoothing may bias either way (hinge up, MMC's roots down)
     s = float(state["s"])
     if (not converged and progress > SMOOTHING_PROGRESS * bias) or s <= SMOOTHING_MIN:
         return state

@@ -1,4 +1,4 @@
-"""The one jitted solver loop of the JAX backend and its one PSD projection.
+"""The one jitted solver loop of the JAX backend.
 
 :func:`run_chunk` runs ``n_steps`` iterations of a solver's ``update`` (after its
 ``refresh``) on the objective assembled from the problem's terms, each term
@@ -15,46 +15,51 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .geometry import project_psd  # noqa: F401  (re-exported: the JAX backend's one PSD projection)
+
 #: how many times :func:`run_chunk` has been traced (a Python side effect: it only
 #: runs while JAX traces, i.e. compiles, the loop)
 TRACES = {"run_chunk": 0}
 
 
-def project_psd(S):
-    """Frobenius projection onto the PSD cone: ``eigh`` of the symmetric part, negative
-    eigenvalues clipped to 0. The JAX backend's only PSD projection (the numpy one is
-    :func:`metricopt.linalg.project_psd`)."""
-    S = 0.5 * (S + S.T)
-    w, V = jnp.linalg.eigh(S)
-    Z = (V * jnp.maximum(w, 0.0)) @ V.T
-    return 0.5 * (Z + Z.T)
-
-
 class Objective:
-    """The problem's objective assembled from its terms' JAX pieces:
-    ``objective(M, s) -> (value, exact_value, gradient)``, the sum over the terms (``value``
+    """The problem's objective assembled from its terms' JAX pieces, on the solver's matrix ``Z``:
+    ``objective(Z, s) -> (value, exact_value, gradient)``, the sum over the terms (``value``
     smoothed with width ``s`` where a term is non-smooth, ``exact_value`` not), each term
-    with working set evaluated over its (padded) active set."""
+    with working set evaluated over its (padded) active set; ``Z`` is mapped to the problem's
+    variables and the gradient back by the :class:`~.geometry.Geometry`, whose projection
+    is ``objective.project``."""
 
-    def __init__(self, term_classes, data, actives):
+    def __init__(self, term_classes, data, actives, geometry, gdata):
         self.parts = tuple(zip(term_classes, data, actives))
+        self.geometry, self.gdata = geometry, gdata
 
-    def __call__(self, M, s):
+    def __call__(self, Z, s):
+        V = self.geometry.unpack(Z, self.gdata)
         value = exact = 0.0
-        grad = jnp.zeros_like(M)
+        grads = {}
         for cls, dat, act in self.parts:
-            v, e, g = cls.jax_value_grad(dat, M, act, s)
-            value, exact, grad = value + v, exact + e, grad + g
-        return value, exact, grad
+            v, e, g = cls.jax_value_grad(dat, V, act, s)
+            value, exact = value + v, exact + e
+            for name, gv in g.items():
+                grads[name] = grads[name] + gv if name in grads else gv
+        return value, exact, self.geometry.pack_grad(grads, Z, self.gdata)
+
+    def project(self, Z):
+        return self.geometry.project(Z)
+
+    def term_data(self, cls):
+        """The data of the first term of class ``cls`` (e.g. the pairs an online solver visits)."""
+        return next(dat for c, dat, _ in self.parts if c is cls)
 
 
-@functools.partial(jax.jit, static_argnames=("solver", "term_classes"))
-def run_chunk(solver, term_classes, data, actives, state, n_steps):
+@functools.partial(jax.jit, static_argnames=("solver", "term_classes", "geometry"))
+def run_chunk(solver, term_classes, geometry, data, gdata, actives, state, n_steps):
     """``solver.refresh``, then ``solver.update`` iterations until ``n_steps`` (dynamic) of them ran
     or ``solver.converged(state)`` (e.g. the smoothed problem is solved); all jitted. The state's
     ``iterations`` counts the updates."""
     TRACES["run_chunk"] += 1
-    objective = Objective(term_classes, data, actives)
+    objective = Objective(term_classes, data, actives, geometry, gdata)
     state = solver.refresh(objective, state)
 
     def cond(carry):

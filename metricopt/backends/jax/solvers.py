@@ -25,7 +25,6 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 from jax import lax
 
-from .loop import project_psd
 
 
 def _norm(A):
@@ -73,7 +72,7 @@ class Subgradient:
         return jnp.zeros((), bool)
 
     def update(self, objective, st):
-        Mn = project_psd(st["M"] - st["alpha"] * st["G"])
+        Mn = objective.project(st["M"] - st["alpha"] * st["G"])
         f, fx, G = objective(Mn, st["s"])
         dec = f < st["f"]
         pick = lambda new, old: jnp.where(dec, new, old)
@@ -129,7 +128,7 @@ class FISTA:
         tiny = 1e-13 * jnp.abs(fY)
 
         def trial(L):
-            Mn = project_psd(Y - gY / L)
+            Mn = objective.project(Y - gY / L)
             fn, fxn, _ = objective(Mn, s)
             D = Mn - Y
             ok = fn <= fY + jnp.sum(gY * D) + 0.5 * L * jnp.sum(D * D) + tiny
@@ -145,14 +144,78 @@ class FISTA:
 
         init = (0.5 * self.l_decrease * st["L"], M, fY, fY, jnp.zeros((), bool), 0)
         L, Mn, fn, fxn, ok, nb = lax.while_loop(cond, body, init)
+        # a step the projection undoes (an iterate at a face of the feasible set) says nothing about L
+        L = jnp.where(jnp.sum((Mn - Y) ** 2) > 0, L, st["L"])
         acc = fn <= st["f"]
         pick = lambda new, old: jnp.where(acc, new, old)
         return {**st, "M": pick(Mn, M), "Mprev": M, "f": pick(fn, st["f"]), "fx": pick(fxn, st["fx"]),
                 "t": jnp.where(acc, t_next, 1.0), "L": L, "restarts": st["restarts"] + (~acc).astype(jnp.int32),
-                "rejected": jnp.where(acc, 0, st["rejected"] + 1),
+                # rejected or motionless steps: a fixed point of the projected gradient map at this smoothing
+                "rejected": jnp.where(acc & jnp.any(Mn != M), 0, st["rejected"] + 1),
                 "evals": st["evals"] + 1 + nb}
 
 
-SOLVERS = {"fista": FISTA(), "subgradient": Subgradient()}
+def _stride(m):
+    """A step coprime with ``m`` near ``0.618 m``: ``t -> (stride * t) mod m`` visits every pair once
+    per pass in a scrambled order (the pairs derived from labels come sorted: similar, then dissimilar)."""
+    import math
+
+    a = max(1, int(0.6180339887 * m))
+    while math.gcd(a, m) != 1:
+        a += 1
+    return a
+
+
+@dataclass(frozen=True)
+class OnlinePOLA:
+    """POLA's online algorithm (Shalev-Shwartz, Singer & Ng, ICML 2004, Fig. 1), run over the pairs
+    for several passes; one iteration is one pass.
+
+    For the pair ``t`` (labels ``y_t = +1`` similar, ``-1`` dissimilar, ``v_t = x_t - x'_t``) with loss
+    ``l_t = [1 - y_t (b - v_t^T M v_t)]_+ > 0``, project ``(M, b)`` onto the half-space
+    ``{y_t (b - <v_t v_t^T, M>) >= 1}``: ``M <- M - tau y_t v_t v_t^T``, ``b <- b + tau y_t`` with
+    ``tau = l_t / (||v_t||^4 + 1)``; then onto ``C^b = {M PSD, b >= 1}``. An online learner, not
+    a batch solver: its iterate is certified against the batch problem like any other metric.
+    """
+
+    name = "online"
+    smoothing = False
+    adaptive_checks = False
+    online = True
+
+    def init(self, Z0):
+        return _common_state(Z0, 0.0)
+
+    def refresh(self, objective, st):
+        f, fx, _ = objective(st["M"], st["s"])
+        return {**st, "f": f, "fx": fx, "f_start": f, "evals": st["evals"] + 1}
+
+    def diagnostics(self, st):
+        return {}
+
+    def converged(self, st):
+        return jnp.zeros((), bool)
+
+    def update(self, objective, st):
+        from ...problems.terms import PairHinge
+
+        data = objective.term_data(PairHinge)
+        D, y = data["D"], data["y"]
+        m = D.shape[0]
+        a = _stride(m)
+
+        def step(t, Z):
+            q = (a * t) % m
+            v, yt = D[q], y[q]
+            M, b = Z[:-1, :-1], Z[-1, -1] + 1.0
+            loss = 1.0 - yt * (b - v @ M @ v)
+            tau = jnp.maximum(loss, 0.0) / (jnp.sum(v * v) ** 2 + 1.0)
+            Zn = Z.at[:-1, :-1].add(-tau * yt * jnp.outer(v, v)).at[-1, -1].add(tau * yt)
+            return lax.cond(loss > 0, objective.project, lambda _: Z, Zn)
+
+        return {**st, "M": lax.fori_loop(0, m, step, st["M"])}
+
+
+SOLVERS = {"fista": FISTA(), "subgradient": Subgradient(), "online": OnlinePOLA()}
 #: the default solver (measured faster to certified gaps; see the backend's docstring)
 DEFAULT_SOLVER = "fista"

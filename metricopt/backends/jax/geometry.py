@@ -1,0 +1,181 @@
+"""The feasible sets the JAX solvers move on, and the one JAX PSD projection.
+
+A solver iterates on one square matrix ``Z`` and projects it with :meth:`Geometry.project`;
+:meth:`Geometry.unpack` maps ``Z`` to the problem's variables ``V`` (a dict: ``V["M"]``,
+and ``V["b"]`` for POLA) and :meth:`Geometry.pack_grad` maps the terms' gradients back
+(the chain rule). Three geometries cover the problems:
+
+``"psd"`` (LMNN)
+    ``Z = M``, feasible set ``{M PSD}``.
+``"budget"`` (MMC)
+    ``M = T Z T`` with ``T = S^{-1/2}`` for the similar-pair scatter ``S``, so that the
+    budget ``<S, M> <= 1`` becomes ``trace(Z) <= 1``: the feasible set
+    ``{Z PSD, trace Z <= 1}`` has an exact projection (the eigenvalues projected onto
+    ``{lambda >= 0, sum lambda <= 1}``), where Xing et al. (NIPS 2002) alternate
+    projections onto the budget and the PSD cone. Diagonal MMC: ``Z`` diagonal,
+    ``T = diag(S)^{-1/2}``, the same map applied to the diagonal.
+``"threshold"`` (POLA)
+    ``Z = blockdiag(M, b - 1)`` of size ``d + 1``: ``Z PSD`` is exactly
+    ``M PSD, b >= 1`` (Shalev-Shwartz et al., ICML 2004, the set ``C^b``).
+
+``unpack`` uses only slicing and matrix products, so it works on numpy arrays too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...errors import InputError
+
+
+def _clip_spectrum(w, trace_bound=None):
+    """Project eigenvalues ``w`` onto ``{lambda >= 0}`` or, with a bound ``tau``, onto
+    ``{lambda >= 0, sum lambda <= tau}`` (sort-based simplex projection when the clipped
+    sum exceeds ``tau``: ``lambda = [w - theta]_+`` with ``sum = tau``)."""
+    import jax.numpy as jnp
+
+    clipped = jnp.maximum(w, 0.0)
+    if trace_bound is None:
+        return clipped
+    u = jnp.sort(w)[::-1]
+    css = jnp.cumsum(u)
+    j = jnp.arange(1, w.shape[0] + 1, dtype=w.dtype)
+    rho = jnp.max(jnp.where(u - (css - trace_bound) / j > 0, j, 1.0))
+    theta = (jnp.take(css, rho.astype(jnp.int32) - 1) - trace_bound) / rho
+    return jnp.where(jnp.sum(clipped) <= trace_bound, clipped, jnp.maximum(w - theta, 0.0))
+
+
+def project_psd(S, trace_bound=None, diagonal=False):
+    """Frobenius projection onto ``{Z PSD}`` (or ``{Z PSD, trace Z <= trace_bound}``):
+    ``eigh`` of the symmetric part and its eigenvalues projected by :func:`_clip_spectrum`.
+    With ``diagonal=True`` the same map is applied to the diagonal (the projection onto
+    non-negative diagonal matrices). The JAX backend's only PSD projection (the numpy one
+    is :func:`metricopt.linalg.project_psd`)."""
+    import jax.numpy as jnp
+
+    if diagonal:
+        return jnp.diag(_clip_spectrum(jnp.diag(S), trace_bound))
+    S = 0.5 * (S + S.T)
+    w, V = jnp.linalg.eigh(S)
+    Z = (V * _clip_spectrum(w, trace_bound)) @ V.T
+    return 0.5 * (Z + Z.T)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """How the solver's matrix ``Z`` maps to the problem's variables (static and hashable:
+    an argument of the jitted loop). Dynamic arrays (``T``) travel in ``gdata``."""
+
+    kind: str = "psd"
+    diagonal: bool = False
+
+    def unpack(self, Z, gdata):
+        if self.kind == "budget":
+            T = gdata["T"]
+            return {"M": T @ Z @ T}
+        if self.kind == "threshold":
+            return {"M": Z[:-1, :-1], "b": Z[-1, -1] + 1.0}
+        return {"M": Z}
+
+    def pack_grad(self, grads, Z, gdata):
+        import jax.numpy as jnp
+
+        GM = grads.get("M", jnp.zeros_like(Z if self.kind != "threshold" else Z[:-1, :-1]))
+        if self.kind == "budget":
+            T = gdata["T"]
+            G = T @ GM @ T
+            return jnp.diag(jnp.diag(G)) if self.diagonal else G
+        if self.kind == "threshold":
+            G = jnp.zeros_like(Z).at[:-1, :-1].set(GM)
+            return G.at[-1, -1].set(grads.get("b", jnp.zeros((), Z.dtype)))
+        return GM
+
+    def project(self, Z):
+        import jax.numpy as jnp
+
+        if self.kind == "budget":
+            return project_psd(Z, trace_bound=1.0, diagonal=self.diagonal)
+        if self.kind == "threshold":
+            P = jnp.zeros_like(Z).at[:-1, :-1].set(project_psd(Z[:-1, :-1]))
+            return P.at[-1, -1].set(jnp.maximum(Z[-1, -1], 0.0))
+        return project_psd(Z)
+
+
+class Setup:
+    """A problem as the JAX backend sees it: its geometry, the geometry's data, and the maps
+    between points ``V`` (numpy) and the solver's ``Z``."""
+
+    def __init__(self, problem):
+        from ...problems.lmnn import LMNNProblem
+        from ...problems.mmc import MMCProblem
+        from ...problems.pola import POLAProblem
+
+        self.problem = problem
+        self.gdata = {}
+        if isinstance(problem, LMNNProblem):
+            if problem.diagonal or problem.constraints or problem.extra_variables:
+                raise InputError("backend='jax' handles unconstrained LMNN-type problems over a full PSD M only.")
+            self.geometry = Geometry("psd")
+        elif isinstance(problem, MMCProblem):
+            S = problem.similar_matrix
+            if problem.diagonal:
+                s = np.diag(S)
+                if np.any(s <= 1e-12 * max(s.max(), 1e-300)):
+                    raise InputError(_singular_budget_message(problem))
+                self.gdata = {"T": np.diag(s ** -0.5), "Tinv": np.diag(s ** 0.5)}
+            else:
+                w, U = np.linalg.eigh(S)
+                if w[0] <= 1e-12 * max(w[-1], 1e-300):
+                    raise InputError(_singular_budget_message(problem))
+                self.gdata = {"T": (U * w ** -0.5) @ U.T, "Tinv": (U * w ** 0.5) @ U.T}
+            self.geometry = Geometry("budget", problem.diagonal)
+        elif isinstance(problem, POLAProblem):
+            self.geometry = Geometry("threshold")
+        else:
+            raise InputError(
+                f"backend='jax' solves LMNN, MMC and POLA problems; got {type(problem).__name__}. "
+                "Use backend='cvxpy'."
+            )
+        bad = [t for t in problem.terms if not getattr(t, "has_jax", False)]
+        if bad:
+            raise InputError(f"backend='jax' has no JAX piece for the term(s) {bad}; use backend='cvxpy'.")
+
+    def to_point(self, Z):
+        """``V`` (numpy float64) from the solver's ``Z``."""
+        V = self.geometry.unpack(np.asarray(Z, dtype=np.float64), self.gdata)
+        V = {k: (0.5 * (v + v.T) if k == "M" else float(v)) for k, v in V.items()}
+        if self.geometry.kind == "budget" and self.problem.diagonal:
+            V["M"] = np.diag(np.diag(V["M"]))
+        return V
+
+    def from_point(self, V):
+        """The solver's ``Z`` (numpy) for a point ``V``; for MMC the metric is first scaled onto
+        the budget ``<S, M> = 1`` (MMC's objective grows with the scale of ``M``)."""
+        M = np.asarray(V["M"], dtype=np.float64)
+        kind = self.geometry.kind
+        if kind == "budget":
+            budget = float(np.sum(self.problem.similar_matrix * M))
+            if budget <= 0:
+                raise InputError("init must have a positive similar-pair budget <S, M> for MMC.")
+            Z = self.gdata["Tinv"] @ (M / budget) @ self.gdata["Tinv"]
+            return np.diag(np.diag(Z)) if self.problem.diagonal else 0.5 * (Z + Z.T)
+        if kind == "threshold":
+            Z = np.zeros((M.shape[0] + 1,) * 2)
+            Z[:-1, :-1] = M
+            Z[-1, -1] = float(V.get("b", 1.0)) - 1.0
+            return Z
+        return M
+
+    def initial_point(self):
+        """The identity metric (MMC: scaled onto the budget; POLA: ``b = 1``)."""
+        return self.from_point({"M": np.eye(self.problem.d), "b": 1.0})
+
+
+def _singular_budget_message(problem):
+    return (
+        "the similar-pair scatter S is singular: MMC's objective is unbounded along directions no similar pair "
+        f"spans (d = {problem.d}, {len(problem.similar)} similar pairs). Reduce the dimension (e.g. PCA) or add "
+        "similar pairs."
+    )
