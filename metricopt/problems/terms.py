@@ -330,7 +330,7 @@ class TripletHinge(Term):
             "DT": Xc[anchors] - Xc[T.ravel()],
         }
 
-    def jax_active_set(self, problem, M, margin, min_capacity=256):
+    def jax_active_set(self, problem, M, margin, min_capacity=256, multiple=1):
         """The triplets with hinge argument ``h > -margin`` at ``M`` (a full blocked search with
         :func:`metricopt.constraints.active_triplets`, memory ``O(block * n)``), padded to a
         bucketed capacity (the next power of two) so that the jitted loop compiles once per
@@ -348,6 +348,7 @@ class TripletHinge(Term):
         kk = np.argmax(T[i] == j[:, None], axis=1)  # target slot of j (targets of i are distinct)
         size = int(i.size)
         cap = max(int(min_capacity), 1 << max(size - 1, 0).bit_length())
+        cap = -(-cap // multiple) * multiple  # divisible by the number of devices it is sharded over
         active = {"p": np.zeros(cap, np.int32), "i": np.zeros(cap, np.int32), "l": np.zeros(cap, np.int32),
                   "mask": np.zeros(cap, np.float64)}
         active["p"][:size] = i * k + kk

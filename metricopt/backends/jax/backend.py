@@ -12,7 +12,8 @@ from ...solution import Solution, Status
 from .geometry import Setup
 from .solvers import DEFAULT_SOLVER, SOLVERS
 
-OPTIONS = ("solver", "max_iter", "tol", "verbose", "check_every", "certify_every", "margin", "time_limit", "init")
+OPTIONS = ("solver", "max_iter", "tol", "verbose", "check_every", "certify_every", "margin", "time_limit", "init",
+           "devices")
 
 #: the smoothing width is multiplied by this factor at each continuation step ...
 SMOOTHING_DECREASE = 0.5
@@ -59,7 +60,7 @@ def _jax_terms(problem, name):
 
 
 def solve(problem, solver=None, max_iter=20_000, tol=1e-6, verbose=False, check_every=10, certify_every=50,
-          margin=0.2, time_limit=None, init=None, **unknown):
+          margin=0.2, time_limit=None, init=None, devices=None, **unknown):
     """Solve an LMNN problem by a first-order method in JAX (float64, CPU or GPU).
 
     Every ``check_every`` iterations all triplets are searched (blocked, memory
@@ -91,8 +92,16 @@ def solve(problem, solver=None, max_iter=20_000, tol=1e-6, verbose=False, check_
         Triplets with hinge argument ``1 + d_ij - d_il > -margin`` at a re-check form the active set.
     time_limit : float, optional
         Seconds after which the solve stops with ``iteration_limit``.
-    init : (d, d) array, optional
-        Starting metric (PSD); default the identity, as in the paper.
+    init : (d, d) array or Solution, optional
+        Starting point (PSD metric; a Solution also gives POLA's ``b``); default the identity,
+        as in the paper (MMC: scaled onto the budget; POLA: ``b = 1``).
+    devices : None, int, "all" or a list of jax devices
+        Shard the LMNN hinge over several devices: the active triplets (grouped by anchor
+        point) are split evenly across the devices, each computes its part of the margins
+        and of the weighted scatters, and XLA sums the ``d x d`` gradient across them
+        (``jax.sharding``; the metric and the data are replicated). ``None`` (default): one
+        device. On several hosts, call ``jax.distributed.initialize()`` first; ``"all"`` then
+        means every device of every host.
     """
     if unknown:
         raise UnknownOptionError(
@@ -118,9 +127,38 @@ def solve(problem, solver=None, max_iter=20_000, tol=1e-6, verbose=False, check_
 
     import jax
 
+    mesh = _mesh(devices, problem)
     with jax.enable_x64(True):
         return _solve(problem, setup, terms, Z0, name, SOLVERS[name], max_iter, tol, bool(verbose), check_every,
-                      certify_every, margin, time_limit)
+                      certify_every, margin, time_limit, mesh)
+
+
+def _mesh(devices, problem):
+    """A one-axis device mesh ``("data",)`` for sharding, or ``None`` for a single device."""
+    import jax
+
+    if devices is None:
+        return None
+    available = jax.devices()
+    if isinstance(devices, str):
+        check_choice(devices.lower(), "devices", ("all",))
+        devs = available
+    elif isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
+        count = check_int(devices, "devices", low=1)
+        if count > len(available):
+            raise InputError(
+                f"devices={count} asked for more devices than JAX sees ({len(available)}: {available}). "
+                "On CPU, simulate several with XLA_FLAGS=--xla_force_host_platform_device_count=N set before "
+                "JAX is imported."
+            )
+        devs = available[:count]
+    else:
+        devs = list(devices)
+        if not devs:
+            raise InputError("devices must be None, a positive count, 'all' or a non-empty list of jax devices.")
+    if not any(t.uses_working_set for t in problem.terms):
+        raise InputError(f"devices=: sharding splits LMNN's triplets over devices; {problem.method} has none to split.")
+    return jax.sharding.Mesh(np.array(devs), ("data",))
 
 
 def _new_violators(old, new, h):
@@ -134,7 +172,7 @@ def _new_violators(old, new, h):
 
 
 def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, check_every, certify_every, margin,
-           time_limit):
+           time_limit, mesh=None):
     import jax.numpy as jnp
 
     from ...certify import certify
@@ -151,6 +189,15 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
 
     Z = np.asarray(geometry.project(jnp.asarray(Z0)), dtype=np.float64)
     state = solver.init(jnp.asarray(Z))
+    n_dev = 1
+    if mesh is not None:
+        # the active triplets are split across the devices, everything else replicated
+        import jax
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        n_dev = mesh.devices.size
+        split, replicate = NamedSharding(mesh, PartitionSpec("data")), NamedSharding(mesh, PartitionSpec())
+        data, gdata, state = jax.device_put((data, gdata, state), replicate)
     dtype = str(state["M"].dtype)
 
     def certify_point(V):
@@ -173,13 +220,14 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
                 actives.append(None)
                 continue
             act, size, val, h = t.jax_active_set(problem, M, max(margin, float(state["s"])),
-                                              min_capacity=capacity.get(idx, MIN_CAPACITY))
+                                              min_capacity=capacity.get(idx, MIN_CAPACITY), multiple=n_dev)
             cap = act["mask"].shape[0]
             # keep the capacity bucket (no recompilation) unless the set became mostly padding
             capacity[idx] = cap if size >= cap // 16 else MIN_CAPACITY
             new_viol += _new_violators(np_actives.get(idx), act, h)
             np_actives[idx] = act
-            actives.append({k: jnp.asarray(v) for k, v in act.items()})
+            act_j = {k: jnp.asarray(v) for k, v in act.items()}
+            actives.append(act_j if mesh is None else jax.device_put(act_j, split))
             sizes += size
             obj += val
         # the problem's own objective (terms outside the loop's view, e.g. hard-margin POLA's carrier, excluded)
@@ -284,6 +332,7 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
         "history": history,
         "dtype": dtype,
         "device": str(next(iter(state["M"].devices()))),
+        "devices": n_dev,  # devices the triplets were sharded over
         "solver_objective": float(state["fx"]),  # the loop's own value at its last iterate (active set)
     }
     if smoothed:
