@@ -61,9 +61,10 @@ def _jax_terms(problem, name):
 
 def solve(problem, solver=None, max_iter=20_000, tol=1e-6, verbose=False, check_every=10, certify_every=50,
           margin=0.2, time_limit=None, init=None, devices=None, **unknown):
-    """Solve an LMNN problem by a first-order method in JAX (float64, CPU or GPU).
+    """Solve an LMNN, MMC or soft-margin POLA problem by a first-order method in JAX (float64,
+    CPU or GPU); hard-margin POLA by its online algorithm only.
 
-    Every ``check_every`` iterations all triplets are searched (blocked, memory
+    Every ``check_every`` iterations (LMNN) all triplets are searched (blocked, memory
     ``O(block * n)``) and the active set (hinge argument ``> -margin``) rebuilt; every
     ``certify_every`` iterations (at such a re-check) the iterate is certified with
     :func:`metricopt.certify` over all triplets and the solve stops with status
@@ -74,10 +75,12 @@ def solve(problem, solver=None, max_iter=20_000, tol=1e-6, verbose=False, check_
 
     Parameters
     ----------
-    solver : {"fista", "subgradient"}
-        ``"fista"`` (default): accelerated projected gradient with restarts on the hinge
-        smoothed to a Huber whose width is driven down. ``"subgradient"``: the reference,
-        Weinberger & Saul's projected subgradient method (JMLR 2009, Appendix A).
+    solver : {"fista", "subgradient", "online"}
+        ``"fista"`` (default): accelerated projected gradient with restarts on the problem
+        smoothed (hinges to a Huber, MMC's roots near 0) with the width driven down.
+        ``"subgradient"``: the reference, Weinberger & Saul's projected subgradient method
+        (JMLR 2009, Appendix A). ``"online"``: POLA's online algorithm (Shalev-Shwartz et al.
+        2004), one iteration per pass over the pairs.
     max_iter : int
     tol : float
         Certified relative duality gap to stop at.
