@@ -295,6 +295,10 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
         unchanged = unchanged + 1 if np.array_equal(Z, Z_prev) else 0
         if unchanged >= STALL_CHUNKS:
             status, message = Status.OPTIMAL_INACCURATE, f"the iterates stalled at iteration {it}"
+            if online:
+                message = (f"the online algorithm made no update in pass {it}: every pair meets its margin; an online "
+                           "learner stops at a feasible point, not at the batch optimum (use solver='fista' or the "
+                           "exact backend for that)")
             # certify the last iterate before stopping
             V = setup.to_point(Z)
             tc = time.perf_counter()
