@@ -85,9 +85,15 @@ def iter_triplets(Z, y, targets, margin=0.0, block_size=None):
                 yield i[keep], j[keep], ll[keep], h[keep]
 
 
-def active_triplets(Z, y, targets, margin=0.0, block_size=None):
-    """All triplets with hinge argument ``h > -margin``, as int64 arrays ``(i, j, l)`` and ``h``."""
-    parts = list(iter_triplets(Z, y, targets, margin, block_size))
+def active_triplets(Z, y, targets, margin=0.0, block_size=None, limit=None):
+    """All triplets with hinge argument ``h > -margin``, as int64 arrays ``(i, j, l)`` and ``h``;
+    ``None`` as soon as more than ``limit`` (when given) have been found."""
+    parts, count = [], 0
+    for part in iter_triplets(Z, y, targets, margin, block_size):
+        parts.append(part)
+        count += part[0].size
+        if limit is not None and count > limit:
+            return None
     if not parts:
         e = np.zeros(0, dtype=np.int64)
         return e, e.copy(), e.copy(), np.zeros(0)

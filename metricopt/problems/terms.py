@@ -252,6 +252,9 @@ class TripletHinge(Term):
     """
 
     uses_working_set = True
+    #: up to this many points the JAX piece works with dense ``n x n`` Gram and weight matrices
+    #: (matrix products instead of per-triplet gathers of ``d``-vectors); above it, gathers
+    DENSE_MAX_N = 4096
 
     def __init__(self, weight, margin=0.1):
         self.weight = float(weight)
@@ -330,13 +333,14 @@ class TripletHinge(Term):
             "DT": Xc[anchors] - Xc[T.ravel()],
         }
 
-    def jax_active_set(self, problem, M, margin, min_capacity=256, multiple=1):
+    def jax_active_set(self, problem, M, margin, min_capacity=256, multiple=1, limit=None):
         """The triplets with hinge argument ``h > -margin`` at ``M`` (a full blocked search with
         :func:`metricopt.constraints.active_triplets`, memory ``O(block * n)``), padded to a
         bucketed capacity (the next power of two) so that the jitted loop compiles once per
         bucket, not at every change of the set.
 
-        Returns ``(active, size, exact_value, h)``: ``active`` holds ``p`` (target-pair row
+        Returns ``None`` when more than ``limit`` triplets are active, else
+        ``(active, size, exact_value, h)``: ``active`` holds ``p`` (target-pair row
         ``i * k + kk``), ``i``, ``l`` (int32) and ``mask`` (float64, 0 on padding); ``exact_value``
         is the term over *every* triplet at ``M`` (``weight * sum [h]_+``, float64) and ``h`` the
         (padded) hinge arguments of the active triplets.
@@ -344,7 +348,10 @@ class TripletHinge(Term):
         T = problem.target_neighbors
         k = T.shape[1]
         Z = problem.X @ problem.factor(M).T
-        i, j, l, h = active_triplets(Z, problem.y, T, margin)
+        found = active_triplets(Z, problem.y, T, margin, limit=limit)
+        if found is None:  # more than ``limit``: the caller rejects the iterate
+            return None
+        i, j, l, h = found
         kk = np.argmax(T[i] == j[:, None], axis=1)  # target slot of j (targets of i are distinct)
         size = int(i.size)
         cap = max(int(min_capacity), 1 << max(size - 1, 0).bit_length())
@@ -360,22 +367,42 @@ class TripletHinge(Term):
         return active, size, self.weight * float(np.sum(h[h > 0])), hp
 
     @staticmethod
+    def jax_dense(n, capacity):
+        """Whether the JAX piece uses dense ``n x n`` matrices (static: from the shapes): when the
+        active set is large against ``n^2`` (gathers of ``capacity`` ``d``-vectors would cost more
+        than ``n x n`` matrix products) and ``n <= DENSE_MAX_N``."""
+        return n <= TripletHinge.DENSE_MAX_N and 4 * capacity >= n * n
+
+    @staticmethod
     def jax_margins(data, M, active):
         """The linear map ``A(M)_t = <C_il - C_ij, M> = d_M(x_i, x_l) - d_M(x_i, x_j)`` over the
-        active set (hinge argument ``h_t = 1 - A(M)_t``), from explicit differences."""
+        active set (hinge argument ``h_t = 1 - A(M)_t``).
+
+        With a large active set and up to ``DENSE_MAX_N`` points (:meth:`jax_dense`) the impostor distances come from the Gram matrix
+        ``G = X M X^T`` (``d_il = G_ii + G_ll - 2 G_il``: one ``n x n`` product, then a scalar
+        gather per triplet); above it, from explicit differences gathered per triplet
+        (memory ``O(|active| d)``, no ``n x n`` array) otherwise."""
         import jax.numpy as jnp
 
         Xc, DT = data["Xc"], data["DT"]
         dT = jnp.einsum("pd,pd->p", DT @ M, DT)
-        DI = Xc[active["i"]] - Xc[active["l"]]
-        dI = jnp.einsum("td,td->t", DI @ M, DI)
+        i, l = active["i"], active["l"]
+        if TripletHinge.jax_dense(Xc.shape[0], i.shape[0]):
+            G = (Xc @ M) @ Xc.T
+            q = jnp.diagonal(G)
+            dI = q[i] + q[l] - 2.0 * G[i, l]
+        else:
+            DI = Xc[i] - Xc[l]
+            dI = jnp.einsum("td,td->t", DI @ M, DI)
         return dI - dT[active["p"]]
 
     @staticmethod
     def jax_adjoint(data, active, w):
         """The adjoint ``A^T w = sum_t w_t (C_il - C_ij)`` as a difference of weighted pair scatters
-        ``S(w) = sum w (x_a - x_b)(x_a - x_b)^T = X^T (D_w - W - W^T) X``, built from segment sums
-        over the active set (never one triplet at a time); ``w`` must vanish on padding."""
+        ``S(w) = sum w (x_a - x_b)(x_a - x_b)^T = X^T (D_w - W - W^T) X`` (never one triplet at a
+        time): in the dense case (:meth:`jax_dense`) ``W`` is scattered into a dense ``n x n`` matrix and
+        ``X^T W X`` is two matrix products, else ``W X`` is a segment sum over the active
+        set; ``w`` must vanish on padding."""
         import jax
         import jax.numpy as jnp
 
@@ -383,9 +410,14 @@ class TripletHinge(Term):
         n, npairs = Xc.shape[0], DT.shape[0]
         p, i, l = active["p"], active["i"], active["l"]
         # impostor pairs (i, l): the weighted graph Laplacian
-        deg = jax.ops.segment_sum(w, i, num_segments=n) + jax.ops.segment_sum(w, l, num_segments=n)
-        R = jax.ops.segment_sum(w[:, None] * Xc[l], i, num_segments=n)  # W X
-        XtR = Xc.T @ R
+        if TripletHinge.jax_dense(n, i.shape[0]):
+            W = jnp.zeros((n, n), w.dtype).at[i, l].add(w)
+            deg = jnp.sum(W, axis=1) + jnp.sum(W, axis=0)
+            XtR = Xc.T @ (W @ Xc)
+        else:
+            deg = jax.ops.segment_sum(w, i, num_segments=n) + jax.ops.segment_sum(w, l, num_segments=n)
+            R = jax.ops.segment_sum(w[:, None] * Xc[l], i, num_segments=n)  # W X
+            XtR = Xc.T @ R
         SI = (Xc * deg[:, None]).T @ Xc - XtR - XtR.T
         # target pairs (i, j): the weights summed onto the n*k pairs, then one (d, d) scatter
         wT = jax.ops.segment_sum(w, p, num_segments=npairs)

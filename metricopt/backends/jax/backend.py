@@ -32,6 +32,14 @@ CERTIFY_GROWTH = 0.2
 #: of them take at least CERTIFY_SHARE times as long as the last one (the schedule then depends on timing)
 CERTIFY_SLOW = 0.5
 CERTIFY_SHARE = 3.0
+#: rollback safeguard: a chunk is undone when the re-check after it finds more than
+#: max(EXPLOSION_FACTOR * previous size, EXPLOSION_MIN) active triplets (the search then stops early)
+#: or the true objective rose by more than BLOWUP times its value; after MAX_REJECTIONS in a row the
+#: iterate is accepted whatever happens
+EXPLOSION_FACTOR = 16
+EXPLOSION_MIN = 100_000
+BLOWUP = 0.5
+MAX_REJECTIONS = 4
 #: smallest active-set capacity (padding bucket)
 MIN_CAPACITY = 256
 #: the re-check interval grows up to this multiple of ``check_every`` (solvers with adaptive checks)
@@ -120,7 +128,9 @@ def solve(problem, solver=None, max_iter=20_000, tol=1e-6, verbose=False, check_
     margin = check_real(margin, "margin", low=0.0)
     if time_limit is not None:
         time_limit = check_real(time_limit, "time_limit", low=0.0, low_open=True)
-    if init is None:
+    if init is None and getattr(SOLVERS[name], "scaled_start", False) and any(t.uses_working_set for t in terms):
+        Z0 = setup.from_point({"M": _best_scale(problem) * np.eye(problem.d)})
+    elif init is None:
         Z0 = setup.initial_point()
     else:
         init_vars = dict(getattr(init, "variables", {}) or {})
@@ -134,6 +144,41 @@ def solve(problem, solver=None, max_iter=20_000, tol=1e-6, verbose=False, check_
     with jax.enable_x64(True):
         return _solve(problem, setup, terms, Z0, name, SOLVERS[name], max_iter, tol, bool(verbose), check_every,
                       certify_every, margin, time_limit, mesh)
+
+
+def _best_scale(problem, shrink=2.0, golden_steps=6):
+    """``argmin_c f(c I)`` over ``c > 0``, approximately: ``f`` along the ray of the identity is convex
+    and piecewise linear in ``c``; halve ``c`` from 1 while ``f`` decreases (doubling instead if it
+    increases at once), then narrow the bracket by golden-section steps in ``log c``. Every value is
+    the exact objective (a blocked search of all triplets); ``c`` stays within ``[2^-20, 2^20]``."""
+    f = lambda c: problem.objective(c * np.eye(problem.d))
+    c, fc = 1.0, f(1.0)
+    step = 1.0 / shrink if f(1.0 / shrink) < fc else shrink
+    lo_hi = None
+    for _ in range(20):
+        cn = c * step
+        fn = f(cn)
+        if fn >= fc:
+            lo_hi = sorted((c / step, cn))
+            break
+        c, fc = cn, fn
+    if lo_hi is None:
+        return c
+    a, b = np.log(lo_hi[0]), np.log(lo_hi[1])
+    g = (np.sqrt(5.0) - 1.0) / 2.0
+    x1, x2 = b - g * (b - a), a + g * (b - a)
+    f1, f2 = f(np.exp(x1)), f(np.exp(x2))
+    for _ in range(golden_steps):
+        if f1 <= f2:
+            b, x2, f2 = x2, x1, f1
+            x1 = b - g * (b - a)
+            f1 = f(np.exp(x1))
+        else:
+            a, x1, f1 = x1, x2, f2
+            x2 = a + g * (b - a)
+            f2 = f(np.exp(x2))
+    best = min((fc, c), (f1, np.exp(x1)), (f2, np.exp(x2)))
+    return float(best[1])
 
 
 def _mesh(devices, problem):
@@ -212,18 +257,28 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
     history, best = [], None  # best: (objective, V, iteration)
     cert, cert_V, cert_it, cert_time, cert_calls = None, None, None, 0.0, 0
     last_cert, cert_end = 0.0, 0.0
+    # rollback safeguard (solvers that promise descent, on problems with working sets)
+    guarded = getattr(solver, "monotone", False) and any(t.uses_working_set for t in terms)
+    prev, prev_sizes, prev_prev_sizes, rejections, total_rejections, state_iters = None, {}, {}, 0, 0, 0
     status, message = None, ""
     while True:
         # ---- full re-check at the iterate: active sets (every triplet searched) and the exact objective
         V = setup.to_point(Z)
         M = V["M"]
-        actives, sizes, obj, new_viol = [], 0, 0.0, 0
+        actives, sizes, obj, new_viol, exploded = [], 0, 0.0, 0, False
+        guard = guarded and prev is not None and rejections < MAX_REJECTIONS
         for idx, t in enumerate(terms):
             if not t.uses_working_set:
                 actives.append(None)
                 continue
-            act, size, val, h = t.jax_active_set(problem, M, max(margin, float(state["s"])),
-                                              min_capacity=capacity.get(idx, MIN_CAPACITY), multiple=n_dev)
+            limit = max(EXPLOSION_FACTOR * prev_sizes.get(idx, 0), EXPLOSION_MIN) if guard else None
+            found = t.jax_active_set(problem, M, max(margin, float(state["s"])),
+                                     min_capacity=capacity.get(idx, MIN_CAPACITY), multiple=n_dev, limit=limit)
+            if found is None:
+                exploded = True
+                break
+            act, size, val, h = found
+            prev_sizes[idx] = size
             cap = act["mask"].shape[0]
             # keep the capacity bucket (no recompilation) unless the set became mostly padding
             capacity[idx] = cap if size >= cap // 16 else MIN_CAPACITY
@@ -234,7 +289,24 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
             sizes += size
             obj += val
         # the problem's own objective (terms outside the loop's view, e.g. hard-margin POLA's carrier, excluded)
-        obj += sum(t.value(problem, V) for t in problem.terms if not t.uses_working_set)
+        if not exploded:
+            obj += sum(t.value(problem, V) for t in problem.terms if not t.uses_working_set)
+        # ---- safeguard: a chunk steps on the active set's model of the objective; where it left the region
+        # where that model holds (the active set exploded, or the true objective rose by half), roll back to
+        # the chunk's start with ten times smaller steps and a re-check after every iteration
+        if guard and (exploded or obj - prev[2] > BLOWUP * abs(prev[2])):
+            rejections += 1
+            total_rejections += 1
+            Z, st_prev, _ = prev
+            state = solver.shorten(st_prev, state, 10.0)
+            state = {**state, "iterations": state_iters}
+            prev_sizes = dict(prev_prev_sizes)
+            interval = 1
+            if verbose:
+                print(f"[metricopt jax/{name}] iter {it:6d}  step rejected (the active set's model failed); rolled "
+                      "back with 10x smaller steps", flush=True)
+            continue
+        rejections = 0
         if not np.isfinite(obj) or not np.all(np.isfinite(Z)):
             status, message = Status.ERROR, f"non-finite objective or metric at iteration {it}"
             break
@@ -288,10 +360,11 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
         # ---- one jitted chunk of iterations (online: one pass over the pairs per iteration)
         steps = 1 if online else min(interval, max_iter - it)
         Z_prev = Z
+        prev, prev_prev_sizes = (Z, state, obj), dict(prev_sizes)
         state = run_chunk(solver, term_classes, geometry, data, gdata, tuple(actives), state,
                           jnp.asarray(steps, jnp.int32))
         Z = np.array(state["M"], dtype=np.float64)
-        it = int(state["iterations"])
+        it = state_iters = int(state["iterations"])
         unchanged = unchanged + 1 if np.array_equal(Z, Z_prev) else 0
         if unchanged >= STALL_CHUNKS:
             status, message = Status.OPTIMAL_INACCURATE, f"the iterates stalled at iteration {it}"
@@ -344,6 +417,8 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
     }
     if smoothed:
         stats["smoothing"] = float(state["s"])
+    if guarded:
+        stats["rollbacks"] = total_rejections
     if "restarts" in state:
         stats["restarts"] = int(state["restarts"])
     variables = {k: V_out[k] for k in extras}

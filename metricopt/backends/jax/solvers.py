@@ -95,6 +95,8 @@ class FISTA:
     name = "fista"
     smoothing = True
     adaptive_checks = True
+    monotone = True  # the driver may roll a chunk back and shorten the steps (``shorten``)
+    scaled_start = True  # LMNN: start from the best multiple of the identity (the paper: the identity)
     s0: float = 0.5
     step0: float = 0.1
     l_decrease: float = 0.7
@@ -115,6 +117,12 @@ class FISTA:
 
     def diagnostics(self, st):
         return {"L": float(st["L"]), "restarts": int(st["restarts"]), "s": float(st["s"])}
+
+    def shorten(self, st, rejected, factor):
+        """The state ``st`` (a chunk's start) with steps ``factor`` times shorter than the shortest the
+        ``rejected`` chunk took, and the momentum reset."""
+        L = jnp.maximum(st["L"], rejected["L"]) * factor
+        return {**st, "L": L, "t": jnp.ones_like(st["t"]), "Mprev": st["M"]}
 
     def converged(self, st):
         """Two rejected steps in a row: a fixed point of the projected gradient map at this smoothing."""
