@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import numpy as np
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._validation import check_choice, check_X, check_y
+from ..energy import energy_predict
+from ..knn import knn_predict
 from ..problems import LMNNProblem, MMCProblem, POLAProblem
 from .base import MetricLearner
+
+#: classification rules of :meth:`LMNN.predict`
+_LMNN_RULES = ("knn", "energy")
 
 
 class LMNN(MetricLearner):
@@ -56,6 +65,46 @@ class LMNN(MetricLearner):
 
     def _make_problem(self, X, y):
         return LMNNProblem(X, y, k=self.k, mu=self.mu, regularizer=self.regularizer)
+
+    def predict(self, X, rule="knn"):
+        r"""Classify ``X`` with the learned metric, using the training data of ``fit``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        rule : {"knn", "energy"}, default "knn"
+            ``"knn"``: the kNN rule of :func:`metricopt.knn_predict` with ``k``
+            neighbours under :math:`d_M`. ``"energy"``: the energy-based rule of
+            Weinberger & Saul (JMLR 2009, Section 3.5, Eq. 15),
+            :func:`metricopt.energy.energy_predict`, with the fitted ``k`` and
+            ``mu`` and the training target neighbours of the fit
+            (``problem_.target_neighbors``).
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+
+        Raises
+        ------
+        metricopt.errors.UnknownOptionError
+            For a ``rule`` other than ``"knn"`` or ``"energy"``.
+        """
+        rule = check_choice(rule, "rule", _LMNN_RULES)
+        check_is_fitted(self, "components_")
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = check_X(X)
+        problem = self.problem_  # holds the training data, labels, k, mu and target neighbours of fit
+        M = self.solution_.M
+        if rule == "knn":
+            return knn_predict(problem.X, problem.y, X, k=problem.k, M=M)
+        return energy_predict(problem.X, problem.y, X, k=problem.k, mu=problem.mu, M=M,
+                              train_targets=problem.target_neighbors)
+
+    def score(self, X, y, rule="knn"):
+        """Accuracy of :meth:`predict` (with the given ``rule``) on ``X`` against the labels ``y``."""
+        pred = self.predict(X, rule=rule)
+        y = check_y(y, pred.shape[0])
+        return float(np.mean(pred == y))
 
 
 class MMC(MetricLearner):
