@@ -142,3 +142,17 @@ def check_pairs(pairs, n_samples, name="pairs"):
         row = int(np.flatnonzero(arr[:, 0] == arr[:, 1])[0])
         raise InputError(f"{name} row {row} pairs sample {arr[row, 0]} with itself; remove such pairs.")
     return arr
+
+
+def check_train_test(X_train, y_train, X_test):
+    """``(X_train, y_train, X_test)`` checked (finite 2-D arrays, matching lengths) with the same
+    number of features in ``X_train`` and ``X_test``."""
+    X_train = check_X(X_train, "X_train")
+    y_train = check_y(y_train, X_train.shape[0], "y_train")
+    X_test = check_X(X_test, "X_test")
+    if X_test.shape[1] != X_train.shape[1]:
+        raise InputError(
+            f"X_test has {X_test.shape[1]} features but X_train has {X_train.shape[1]}; "
+            "they must have the same number of columns."
+        )
+    return X_train, y_train, X_test

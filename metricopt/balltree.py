@@ -86,7 +86,7 @@ from sklearn.neighbors import BallTree, KDTree
 
 from . import constraints as _constraints
 from . import knn as _knn
-from ._validation import check_int, check_X, check_y
+from ._validation import check_int, check_train_test
 from .errors import InputError, UnknownOptionError
 from .linalg import sq_dists
 
@@ -476,14 +476,7 @@ def knn_tree_predict(X_train, y_train, X_test, k=3, *, L=None, M=None, leaf_size
     ----------
     Weinberger & Saul, JMLR 10:207-244, 2009, Sections 2 and 6.
     """
-    X_train = check_X(X_train, "X_train")
-    y_train = check_y(y_train, X_train.shape[0], "y_train")
-    X_test = check_X(X_test, "X_test")
-    if X_test.shape[1] != X_train.shape[1]:
-        raise InputError(
-            f"X_test has {X_test.shape[1]} features but X_train has {X_train.shape[1]}; "
-            "they must have the same number of columns."
-        )
+    X_train, y_train, X_test = check_train_test(X_train, y_train, X_test)
     k = _knn._check_k(k, X_train.shape[0], " in X_train")
     leaf_size = check_int(leaf_size, "leaf_size", low=1)
     cls = _tree_class(tree)

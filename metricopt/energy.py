@@ -61,7 +61,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial.distance import cdist
 
-from ._validation import check_choice, check_int, check_real, check_X, check_y
+from ._validation import check_choice, check_int, check_real, check_train_test
 from .constraints import target_neighbors
 from .errors import InputError
 from .linalg import factor, min_eig, symmetrize
@@ -154,14 +154,7 @@ def _check_class_sizes(classes, counts, k, need_train_targets):
 
 
 def _prepare(X_train, y_train, X_test, k, mu, L, M, train_targets, targets_metric, block_size):
-    X_train = check_X(X_train, "X_train")
-    y_train = check_y(y_train, X_train.shape[0], "y_train")
-    X_test = check_X(X_test, "X_test")
-    if X_test.shape[1] != X_train.shape[1]:
-        raise InputError(
-            f"X_test has {X_test.shape[1]} features but X_train has {X_train.shape[1]}; "
-            "they must have the same number of columns."
-        )
+    X_train, y_train, X_test = check_train_test(X_train, y_train, X_test)
     k = check_int(k, "k", low=1)
     mu = check_real(mu, "mu", low=0.0, high=1.0)
     targets_metric = check_choice(targets_metric, "targets_metric", _TARGETS_METRICS)

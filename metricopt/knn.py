@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial.distance import cdist
 
-from ._validation import check_int, check_X, check_y
+from ._validation import check_int, check_train_test, check_X, check_y
 from .errors import InputError
 from .linalg import factor
 
@@ -263,14 +263,7 @@ def knn_predict(X_train, y_train, X_test, k=3, *, L=None, M=None, block_size=Non
         NaN/inf, lengths or feature counts do not match, ``k < 1`` or
         ``k > n_train``, or both ``L`` and ``M`` are given.
     """
-    X_train = check_X(X_train, "X_train")
-    y_train = check_y(y_train, X_train.shape[0], "y_train")
-    X_test = check_X(X_test, "X_test")
-    if X_test.shape[1] != X_train.shape[1]:
-        raise InputError(
-            f"X_test has {X_test.shape[1]} features but X_train has {X_train.shape[1]}; "
-            "they must have the same number of columns."
-        )
+    X_train, y_train, X_test = check_train_test(X_train, y_train, X_test)
     k = _check_k(k, X_train.shape[0], " in X_train")
     T = _resolve_transform(L, M, X_train.shape[1])
     bs = _block_size(block_size, X_train.shape[0])
