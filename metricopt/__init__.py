@@ -13,15 +13,15 @@ from .errors import (
     SolverError,
     UnknownOptionError,
 )
-from .estimators import LMNN, MMC, POLA
+from .estimators import LMNN, MMC, POLA, MultiMetricLMNN
 from .knn import knn_error, knn_loo_predict, knn_predict, loo_knn_error
-from .problems import LMNNProblem, MMCProblem, POLAProblem, Problem
+from .problems import LMNNProblem, MMCProblem, MultiMetricLMNNProblem, POLAProblem, Problem
 from .solution import Solution, Status
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "LMNN", "MMC", "POLA", "knn_predict", "knn_error", "knn_loo_predict", "loo_knn_error",
+    "LMNN", "MMC", "POLA", "MultiMetricLMNN", "MultiMetricLMNNProblem", "knn_predict", "knn_error", "knn_loo_predict", "loo_knn_error",
     "certify", "Certificate", "check_agreement", "AgreementReport", "LMNNProblem", "MMCProblem", "POLAProblem", "Problem", "Solution", "Status",
     "InputError", "MetricoptError", "NotConvexError", "ProblemTooLargeError", "SolverError",
     "UnknownOptionError", "errors", "linalg", "terms",

@@ -49,7 +49,20 @@ def labels_to_pairs(y):
     return np.stack([a[same], b[same]], 1), np.stack([a[~same], b[~same]], 1)
 
 
-def iter_triplets(Z, y, targets, margin=0.0, block_size=None):
+def _check_clusters(Z, clusters):
+    """``Z`` as a stack ``(c, n, r)`` of transformed copies of the data and the cluster of every point."""
+    Z = np.asarray(Z, dtype=np.float64)
+    if clusters is None:
+        if Z.ndim != 2:
+            raise ValueError("Z must be (n, r) without clusters")
+        return Z[None], None
+    clusters = np.asarray(clusters, dtype=np.int64)
+    if Z.ndim != 3 or clusters.shape != (Z.shape[1],) or clusters.min() < 0 or clusters.max() >= Z.shape[0]:
+        raise ValueError("with clusters, Z must be (c, n, r) and clusters (n,) integers in [0, c)")
+    return Z, clusters
+
+
+def iter_triplets(Z, y, targets, margin=0.0, block_size=None, clusters=None):
     """Yield ``(i, j, l, h)`` blocks of LMNN triplets with hinge argument ``h > -margin``.
 
     A triplet is an anchor ``i``, one of its target neighbours ``j`` and a
@@ -58,17 +71,31 @@ def iter_triplets(Z, y, targets, margin=0.0, block_size=None):
     ``Z = X L^T``. Candidates are found with the fast expansion formula and a
     safety slack, then ``h`` is recomputed from explicit differences, so the
     returned values are accurate to rounding in the differences.
+
+    With ``clusters`` (multi-metric LMNN, JMLR 2009 Sec. 5.2), ``Z`` is a stack
+    ``(c, n, r)`` with ``Z[c] = X L_c^T`` and the distance from ``x_i`` to ``x_j``
+    uses the metric of ``x_j``'s cluster: ``||Z[c_j, i] - Z[c_j, j]||^2``.
     """
-    Z = np.asarray(Z, dtype=np.float64)
+    Zs, cl = _check_clusters(Z, clusters)
     y = np.asarray(y)
     n, k = targets.shape
     bs = block_size or _block_size(n, 2)
-    norms = np.einsum("ij,ij->i", Z, Z)
+    norms = np.einsum("cij,cij->ci", Zs, Zs).max(axis=0)
+    members = None if cl is None else [np.flatnonzero(cl == c) for c in range(Zs.shape[0])]
     for s in range(0, n, bs):
         I = np.arange(s, min(s + bs, n))
-        D = sq_dists(Z[I], Z)
+        if cl is None:
+            Z = Zs[0]
+            D = sq_dists(Z[I], Z)
+            Tz = Z[targets[I]] - Z[I][:, None, :]
+        else:
+            D = np.empty((I.size, n))
+            for c, idx in enumerate(members):
+                if idx.size:
+                    D[:, idx] = sq_dists(Zs[c][I], Zs[c][idx])
+            cT = cl[targets[I]]  # (b, k): the metric of each target neighbour
+            Tz = Zs[cT, targets[I]] - Zs[cT, I[:, None]]
         diff = y[None, :] != y[I][:, None]
-        Tz = Z[targets[I]] - Z[I][:, None, :]
         dt = np.einsum("bkd,bkd->bk", Tz, Tz)
         slack = 1e-9 * (norms[I][:, None] + norms[None, :] + 1.0)
         for kk in range(k):
@@ -78,18 +105,22 @@ def iter_triplets(Z, y, targets, margin=0.0, block_size=None):
                 continue
             i = I[ii]
             j = targets[i, kk]
-            dl = Z[i] - Z[ll]
+            if cl is None:
+                dl = Zs[0][i] - Zs[0][ll]
+            else:
+                dl = Zs[cl[ll], i] - Zs[cl[ll], ll]
             h = 1.0 + dt[ii, kk] - np.einsum("md,md->m", dl, dl)
             keep = h > -margin
             if np.any(keep):
                 yield i[keep], j[keep], ll[keep], h[keep]
 
 
-def active_triplets(Z, y, targets, margin=0.0, block_size=None, limit=None):
+def active_triplets(Z, y, targets, margin=0.0, block_size=None, limit=None, clusters=None):
     """All triplets with hinge argument ``h > -margin``, as int64 arrays ``(i, j, l)`` and ``h``;
-    ``None`` as soon as more than ``limit`` (when given) have been found."""
+    ``None`` as soon as more than ``limit`` (when given) have been found. ``clusters``: see
+    :func:`iter_triplets`."""
     parts, count = [], 0
-    for part in iter_triplets(Z, y, targets, margin, block_size):
+    for part in iter_triplets(Z, y, targets, margin, block_size, clusters=clusters):
         parts.append(part)
         count += part[0].size
         if limit is not None and count > limit:
@@ -100,9 +131,10 @@ def active_triplets(Z, y, targets, margin=0.0, block_size=None, limit=None):
     return tuple(np.concatenate([p[c] for p in parts]) for c in range(4))
 
 
-def hinge_total(Z, y, targets, block_size=None):
+def hinge_total(Z, y, targets, block_size=None, clusters=None):
     """``sum over all triplets of [1 + d_ij - d_il]_+`` (blocked, exact differences)."""
-    return float(sum(float(np.sum(h[h > 0])) for *_, h in iter_triplets(Z, y, targets, 0.0, block_size)))
+    return float(sum(float(np.sum(h[h > 0])) for *_, h in iter_triplets(Z, y, targets, 0.0, block_size,
+                                                                          clusters=clusters)))
 
 
 def n_triplets(y, targets):

@@ -247,3 +247,46 @@ def test_choose_search_rule():
     assert choose_search(10**6, 10) == "tree"
     with pytest.raises(InputError):
         choose_search(100, 0)
+
+
+# ---------------------------------------------------------------------------
+# the search option of LMNNProblem: trees inside training
+# ---------------------------------------------------------------------------
+
+
+def test_lmnn_problem_search_tree_equals_brute_in_training():
+    from sklearn.datasets import load_wine
+    from sklearn.preprocessing import StandardScaler
+
+    import metricopt
+
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    brute = metricopt.LMNNProblem(X, y, search="brute")
+    tree = metricopt.LMNNProblem(X, y, search="tree")
+    np.testing.assert_array_equal(tree.target_neighbors, brute.target_neighbors)
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(13, 13))
+    M = A @ A.T / 13
+    key = lambda t: set(zip(*(np.asarray(a).tolist() for a in t[:3])))
+    assert key(tree.find_triplets(M, 0.2)) == key(brute.find_triplets(M, 0.2))
+    assert tree.objective(M) == pytest.approx(brute.objective(M), rel=1e-12)
+    # a whole solve: the same optimum through either search
+    idx = np.concatenate([np.flatnonzero(y == c)[:15] for c in range(3)])
+    a = metricopt.LMNNProblem(X[idx, :5], y[idx], search="brute").solve()
+    b = metricopt.LMNNProblem(X[idx, :5], y[idx], search="tree").solve()
+    assert a.status is metricopt.Status.OPTIMAL and b.status is metricopt.Status.OPTIMAL
+    assert b.objective == pytest.approx(a.objective, rel=1e-7)
+
+
+def test_lmnn_problem_search_auto_and_errors():
+    import metricopt
+    from metricopt.errors import UnknownOptionError
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2100, 5))
+    y = np.arange(2100) % 3
+    assert metricopt.LMNNProblem(X, y, search="auto")._use_tree(5)  # n >= 2000, d <= 25
+    assert not metricopt.LMNNProblem(X[:300], y[:300], search="auto")._use_tree(5)
+    with pytest.raises(UnknownOptionError, match="unknown search 'kd'; choose one of: 'auto', 'brute', 'tree'"):
+        metricopt.LMNNProblem(X[:30], y[:30], search="kd")

@@ -100,14 +100,16 @@ def check_agreement(problem, sol_a, sol_b, X_test=None, tol=1e-6, k=3, min_knn_a
     Mb = Ms[1].M if isinstance(Ms[1], Solution) else np.asarray(Ms[1], dtype=np.float64)
     y = getattr(problem, "y", None)
     if y is not None:
-        pa = knn_loo_predict(problem.X, y, k, M=Ma)
-        pb = knn_loo_predict(problem.X, y, k, M=Mb)
+        own_loo = getattr(problem, "knn_loo_predict", None)  # multi-metric LMNN: cluster-dependent distances
+        pa = own_loo(Ma, k) if own_loo else knn_loo_predict(problem.X, y, k, M=Ma)
+        pb = own_loo(Mb, k) if own_loo else knn_loo_predict(problem.X, y, k, M=Mb)
         agree = float(np.mean(pa == pb))
         rep.checks.append(Check(f"{k}-NN leave-one-out predictions", True, agree >= min_knn_agreement,
                                 f"{100 * agree:.2f}% of {len(pa)} training points agree"))
         if X_test is not None:
-            ta = knn_predict(problem.X, y, X_test, k, M=Ma)
-            tb = knn_predict(problem.X, y, X_test, k, M=Mb)
+            own = getattr(problem, "knn_predict", None)
+            ta = own(X_test, Ma, k) if own else knn_predict(problem.X, y, X_test, k, M=Ma)
+            tb = own(X_test, Mb, k) if own else knn_predict(problem.X, y, X_test, k, M=Mb)
             agree = float(np.mean(ta == tb))
             rep.checks.append(Check(f"{k}-NN test predictions", True, agree >= min_knn_agreement,
                                     f"{100 * agree:.2f}% of {len(ta)} test points agree"))

@@ -37,8 +37,7 @@ import cvxpy as cp
 import numpy as np
 import scipy.linalg
 
-from ..constraints import active_triplets
-from ..linalg import pair_scatter, symmetrize
+from ..linalg import symmetrize
 from ..problems.terms import Frobenius, Linear, Trace, TripletHinge
 from ._dual import solve_small
 
@@ -66,8 +65,7 @@ def _split_terms(problem):
 
 
 def _scatter(problem, T, w):
-    X = problem.X
-    return pair_scatter(X, T[:, 0], T[:, 2], w) - pair_scatter(X, T[:, 0], T[:, 1], w)
+    return problem.triplet_scatter(T[:, 0], T[:, 1], T[:, 2], w)
 
 
 def bound_from_alpha(P, lam, mu, B, alpha_sum, alpha_max, upper):
@@ -108,8 +106,7 @@ def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE):
     if hinge is None or mu == 0.0:
         # min <P, M> + lam/2 ||M||^2 over the PSD cone is 0 (P PSD), attained at M = 0
         return 0.0, {"dual form": "no hinge term"}
-    Z = problem.X @ problem.factor(V["M"]).T
-    i, j, l, h = active_triplets(Z, problem.y, problem.target_neighbors, margin=band)
+    i, j, l, h = problem.find_triplets(V["M"], margin=band)
     T = np.stack([i, j, l], 1)
     viol = h > band
     near = ~viol
@@ -128,7 +125,7 @@ def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE):
         candidates.append((mu * np.ones(len(Tv)), np.zeros(len(Tn))))
     # restricted dual: one shared multiplier on the violated triplets, free ones near the margin
     d = problem.d
-    A = (problem.pair_rows(Tn[:, 0], Tn[:, 2]) - problem.pair_rows(Tn[:, 0], Tn[:, 1])) if len(Tn) else np.zeros((0, d * d))
+    A = problem.triplet_rows(Tn[:, 0], Tn[:, 1], Tn[:, 2]) if len(Tn) else np.zeros((0, d * d))
     t = cp.Variable(nonneg=True)
     a = cp.Variable(len(Tn), nonneg=True) if len(Tn) else None
     Bexpr = t * Bv + (cp.reshape(A.T @ a, (d, d), order="C") if a is not None else 0)

@@ -3,7 +3,8 @@
 from .base import Constraint, Problem
 from .lmnn import LMNNProblem
 from .mmc import MMCProblem
+from .multimetric import MultiMetricLMNNProblem
 from .pola import POLAProblem
 from . import terms
 
-__all__ = ["Problem", "Constraint", "LMNNProblem", "MMCProblem", "POLAProblem", "terms"]
+__all__ = ["Problem", "Constraint", "LMNNProblem", "MultiMetricLMNNProblem", "MMCProblem", "POLAProblem", "terms"]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_classes, check_int, check_real, check_y
-from ..constraints import n_triplets
+from .._validation import check_choice, check_classes, check_int, check_real, check_y
+from ..constraints import active_triplets, hinge_total, n_triplets
 from ..constraints import target_neighbors as default_target_neighbors
 from ..errors import InputError
-from ..linalg import pair_scatter
+from ..linalg import pair_rows, pair_scatter
 from .base import Problem
 from .terms import Linear, Term, TripletHinge
 
@@ -60,19 +60,34 @@ class LMNNProblem(Problem):
         (self excluded, ties broken by the lower index).
     regularizer : Term or list of Term, optional
         E.g. ``metricopt.terms.Frobenius(lam)`` or ``metricopt.terms.Trace(lam)``.
+    search : {"auto", "brute", "tree"}, default "auto"
+        How target neighbours and impostors are searched (Section 6 of the paper):
+        ``"brute"`` blocked brute force, ``"tree"`` per-class ball trees
+        (:mod:`metricopt.balltree`; identical results), ``"auto"`` the faster one by
+        :func:`metricopt.balltree.choose_search` (trees for ``n >= 2000`` points in
+        ``d <= 25`` dimensions).
     """
 
     method = "LMNN"
     reference = "Weinberger & Saul, JMLR 10:207-244, 2009, Eq. 14"
+    #: cluster of every point (multi-metric LMNN); ``None``: one metric
+    clusters = None
+    n_clusters = 1
 
-    def __init__(self, X, y, k=3, mu=0.5, target_neighbors=None, regularizer=None):
+    def __init__(self, X, y, k=3, mu=0.5, target_neighbors=None, regularizer=None, search="auto"):
         super().__init__(X)
         self.y = check_y(y, self.n)
         self.k = check_int(k, "k", low=1)
         self.mu = check_real(mu, "mu", low=0.0, high=1.0)
+        self.search = check_choice(search, "search", ("auto", "brute", "tree"))
         self.classes_, _ = check_classes(self.y, self.k, self.method)
         if target_neighbors is None:
-            T = default_target_neighbors(self.X, self.y, self.k)
+            if self._use_tree(self.X.shape[1]):
+                from ..balltree import tree_target_neighbors
+
+                T = tree_target_neighbors(self.X, self.y, self.k)
+            else:
+                T = default_target_neighbors(self.X, self.y, self.k)
         else:
             T = np.asarray(target_neighbors)
             if T.ndim != 2 or T.shape[0] != self.n:
@@ -87,13 +102,65 @@ class LMNNProblem(Problem):
             self.k = T.shape[1]
         self.target_neighbors = T
         anchors = np.repeat(np.arange(self.n), self.k)
-        self.pull_matrix = pair_scatter(self.X, anchors, T.ravel())
+        self.pull_matrix = pair_scatter(self.X_lifted, *self.lift(anchors, T.ravel()))
         self.regularizer = _regularizer_terms(regularizer)
         self.terms = [
             Linear((1.0 - self.mu) * self.pull_matrix, name="pull"),
             TripletHinge(self.mu),
             *self.regularizer,
         ]
+
+    # ------------------------------------------------------------------
+    # the triplet structure, written once for one metric and for several (multi-metric LMNN
+    # overrides ``X_lifted``, ``lift`` and ``transformed``): the hinge term, both backends and
+    # the certificate reach the data only through these
+    @property
+    def X_lifted(self):
+        """The points whose pair differences the metric acts on (here ``X`` itself)."""
+        return self.X
+
+    def lift(self, a, b):
+        """Rows of :attr:`X_lifted` whose difference is the pair ``(a, b)`` as the metric sees it."""
+        return a, b
+
+    def transformed(self, M):
+        """``Z = X L^T`` with ``M = L^T L`` (distances in ``Z`` are ``d_M``)."""
+        return self.X @ self.factor(M).T
+
+    def _use_tree(self, dim):
+        if self.clusters is not None or self.search == "brute":
+            return False
+        if self.search == "tree":
+            return True
+        from ..balltree import choose_search
+
+        return choose_search(self.n, dim) == "tree"
+
+    def find_triplets(self, M, margin=0.0, limit=None):
+        """Every triplet with hinge argument ``1 + d_ij - d_il > -margin`` at ``M``:
+        ``(i, j, l, h)`` (``None`` above ``limit``), by the search of :attr:`search`."""
+        Z = self.transformed(M)
+        if self._use_tree(Z.shape[-1]):
+            from ..balltree import tree_active_triplets
+
+            return tree_active_triplets(Z, self.y, self.target_neighbors, margin, limit=limit)
+        return active_triplets(Z, self.y, self.target_neighbors, margin, limit=limit, clusters=self.clusters)
+
+    def hinge_sum(self, M):
+        """``sum over all triplets of [1 + d_ij - d_il]_+`` at ``M``."""
+        if self._use_tree(self.d):
+            return float(np.sum(np.maximum(self.find_triplets(M, 0.0)[3], 0.0)))
+        return hinge_total(self.transformed(M), self.y, self.target_neighbors, clusters=self.clusters)
+
+    def triplet_rows(self, i, j, l):
+        """Rows ``A_t`` with ``A_t . vec(M) = d_M(x_i, x_l) - d_M(x_i, x_j)``."""
+        Xl = self.X_lifted
+        return pair_rows(Xl, *self.lift(i, l)) - pair_rows(Xl, *self.lift(i, j))
+
+    def triplet_scatter(self, i, j, l, w=None):
+        """``sum_t w_t (C_il - C_ij)`` (``C_ab`` the outer product of a lifted pair difference)."""
+        Xl = self.X_lifted
+        return pair_scatter(Xl, *self.lift(i, l), w) - pair_scatter(Xl, *self.lift(i, j), w)
 
     @property
     def hinge(self):

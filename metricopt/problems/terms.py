@@ -33,7 +33,6 @@ import cvxpy as cp
 import numpy as np
 
 from .._validation import check_real
-from ..constraints import active_triplets, hinge_total
 
 
 def smoothed_hinge(h, s):
@@ -260,16 +259,13 @@ class TripletHinge(Term):
         self.weight = float(weight)
         self.margin = float(margin)
 
-    def _Z(self, problem, V):
-        return problem.X @ problem.factor(V["M"]).T
-
     def value(self, problem, V):
         if self.weight == 0.0:
             return 0.0
-        return self.weight * hinge_total(self._Z(problem, V), problem.y, problem.target_neighbors)
+        return self.weight * problem.hinge_sum(V["M"])
 
     def initial_working_set(self, problem, V):
-        i, j, l, _ = active_triplets(self._Z(problem, V), problem.y, problem.target_neighbors, self.margin)
+        i, j, l, _ = problem.find_triplets(V["M"], self.margin)
         return np.stack([i, j, l], 1)
 
     def all_triplets(self, problem):
@@ -290,7 +286,7 @@ class TripletHinge(Term):
         term's margin so that near-active ones enter the working set together, at
         most ``max_add`` of them (the most violated) when given.
         """
-        i, j, l, h = active_triplets(self._Z(problem, V), problem.y, problem.target_neighbors, self.margin)
+        i, j, l, h = problem.find_triplets(V["M"], self.margin)
         cand = np.stack([i, j, l], 1)
         if ws.shape[0]:
             n = problem.n
@@ -313,7 +309,7 @@ class TripletHinge(Term):
         ws = np.zeros((0, 3), np.int64) if ws is None else ws
         if ws.shape[0] == 0 or self.weight == 0.0:
             return cp.Constant(0.0), []
-        A = problem.pair_rows(ws[:, 0], ws[:, 2]) - problem.pair_rows(ws[:, 0], ws[:, 1])
+        A = problem.triplet_rows(ws[:, 0], ws[:, 1], ws[:, 2])
         xi = cp.Variable(ws.shape[0], nonneg=True, name="xi")
         return self.weight * cp.sum(xi), [A @ V["Mvec"] >= 1 - xi]
 
@@ -323,14 +319,15 @@ class TripletHinge(Term):
     jax_smoothed = True
 
     def jax_data(self, problem):
-        Xc = problem.X - problem.X.mean(axis=0)  # pair differences and Laplacians ignore translations
+        X = problem.X_lifted  # multi-metric LMNN: one copy of the points per metric
+        Xc = X - X.mean(axis=0)  # pair differences and Laplacians ignore translations
         T = problem.target_neighbors
-        anchors = np.repeat(np.arange(problem.n), T.shape[1])
+        a, b = problem.lift(np.repeat(np.arange(problem.n), T.shape[1]), T.ravel())
         return {
             "weight": np.float64(self.weight),
             "Xc": Xc,
             # x_i - x_j for the n*k target pairs (i, j = T[i, kk]), row p = i * k + kk
-            "DT": Xc[anchors] - Xc[T.ravel()],
+            "DT": Xc[a] - Xc[b],
         }
 
     def jax_active_set(self, problem, M, margin, min_capacity=256, multiple=1, limit=None):
@@ -347,8 +344,7 @@ class TripletHinge(Term):
         """
         T = problem.target_neighbors
         k = T.shape[1]
-        Z = problem.X @ problem.factor(M).T
-        found = active_triplets(Z, problem.y, T, margin, limit=limit)
+        found = problem.find_triplets(M, margin, limit=limit)
         if found is None:  # more than ``limit``: the caller rejects the iterate
             return None
         i, j, l, h = found
@@ -359,8 +355,7 @@ class TripletHinge(Term):
         active = {"p": np.zeros(cap, np.int32), "i": np.zeros(cap, np.int32), "l": np.zeros(cap, np.int32),
                   "mask": np.zeros(cap, np.float64)}
         active["p"][:size] = i * k + kk
-        active["i"][:size] = i
-        active["l"][:size] = l
+        active["i"][:size], active["l"][:size] = problem.lift(i, l)  # rows of the lifted points
         active["mask"][:size] = 1.0
         hp = np.full(cap, -np.inf)
         hp[:size] = h
