@@ -31,6 +31,11 @@ class Status(enum.Enum):
         "the iteration (or working-set round) limit was reached before convergence; raise max_iter "
         "or max_rounds",
     )
+    EARLY_STOPPED = (
+        "early_stopped",
+        "stopped by the caller (e.g. at the lowest validation error); the metric is not an optimum of the "
+        "training problem -- its certified gap is in the certificate",
+    )
     ERROR = ("error", "the solver failed; see the solution's message and stats")
 
     def __init__(self, code, message):
@@ -47,7 +52,8 @@ class Status(enum.Enum):
     @property
     def has_point(self):
         """Whether the solve returned a usable (if possibly inaccurate) point."""
-        return self in (Status.OPTIMAL, Status.OPTIMAL_INACCURATE, Status.STATIONARY, Status.ITERATION_LIMIT)
+        return self in (Status.OPTIMAL, Status.OPTIMAL_INACCURATE, Status.STATIONARY, Status.ITERATION_LIMIT,
+                        Status.EARLY_STOPPED)
 
 
 @dataclass

@@ -13,7 +13,7 @@ from .geometry import Setup
 from .solvers import DEFAULT_SOLVER, SOLVERS
 
 OPTIONS = ("solver", "max_iter", "tol", "verbose", "check_every", "certify_every", "margin", "time_limit", "init",
-           "devices")
+           "devices", "callback")
 
 #: the smoothing width is multiplied by this factor at each continuation step ...
 SMOOTHING_DECREASE = 0.5
@@ -68,7 +68,7 @@ def _jax_terms(problem, name):
 
 
 def solve(problem, solver=None, max_iter=20_000, tol=1e-6, verbose=False, check_every=10, certify_every=50,
-          margin=0.2, time_limit=None, init=None, devices=None, **unknown):
+          margin=0.2, time_limit=None, init=None, devices=None, callback=None, **unknown):
     """Solve an LMNN, MMC or soft-margin POLA problem by a first-order method in JAX (float64,
     CPU or GPU); hard-margin POLA by its online algorithm only.
 
@@ -113,6 +113,23 @@ def solve(problem, solver=None, max_iter=20_000, tol=1e-6, verbose=False, check_
         (``jax.sharding``; the metric and the data are replicated). ``None`` (default): one
         device. On several hosts, call ``jax.distributed.initialize()`` first; ``"all"`` then
         means every device of every host.
+    callback : callable, optional
+        ``callback(info) -> bool | None``, called at every accepted re-check (a re-check undone
+        by the rollback safeguard is not reported), *after* the exact objective and, where one is
+        due, the certificate of the iterate are computed and *before* the solve decides to stop.
+        ``info`` is a dict with ``iteration`` (iterations done), ``time`` (seconds since the
+        start), ``M`` (a float64 numpy copy of the iterate), ``objective`` (the problem's exact
+        objective at ``M``), ``rel_gap`` (the certified relative gap of ``M``, ``None`` when no
+        certificate was taken at this re-check), ``certificate`` (the
+        :class:`~metricopt.certify.Certificate` or ``None``), ``active_set`` (number of active
+        triplets), ``variables`` (other variables, e.g. POLA's ``b``) and the loop's diagnostics
+        (``new_violators``, ``smoothing``, ``certify_time``, ...). Returning ``True`` stops the
+        solve *at this iterate*: it is returned (not the best-objective iterate seen), certified,
+        with status ``early_stopped`` -- or ``optimal`` when its certificate proves optimality
+        within ``tol`` (a certified optimum at this re-check wins over the request). ``False`` or
+        ``None`` go on; any other return value is an error. Exceptions raised by the callback
+        propagate. Time spent in the callback counts towards ``time_limit`` and the statistics
+        (``stats["callback_time"]``). Used by :mod:`metricopt.early_stopping`.
     """
     if unknown:
         raise UnknownOptionError(
@@ -128,6 +145,8 @@ def solve(problem, solver=None, max_iter=20_000, tol=1e-6, verbose=False, check_
     margin = check_real(margin, "margin", low=0.0)
     if time_limit is not None:
         time_limit = check_real(time_limit, "time_limit", low=0.0, low_open=True)
+    if callback is not None and not callable(callback):
+        raise InputError(f"callback must be a callable callback(info) -> bool | None; got {callback!r}.")
     if init is None and getattr(SOLVERS[name], "scaled_start", False) and any(t.uses_working_set for t in terms):
         Z0 = setup.from_point({"M": _best_scale(problem) * np.eye(problem.d)})
     elif init is None:
@@ -143,7 +162,7 @@ def solve(problem, solver=None, max_iter=20_000, tol=1e-6, verbose=False, check_
     mesh = _mesh(devices, problem)
     with jax.enable_x64(True):
         return _solve(problem, setup, terms, Z0, name, SOLVERS[name], max_iter, tol, bool(verbose), check_every,
-                      certify_every, margin, time_limit, mesh)
+                      certify_every, margin, time_limit, mesh, callback)
 
 
 def _best_scale(problem, shrink=2.0, golden_steps=6):
@@ -220,7 +239,7 @@ def _new_violators(old, new, h):
 
 
 def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, check_every, certify_every, margin,
-           time_limit, mesh=None):
+           time_limit, mesh=None, callback=None):
     import jax.numpy as jnp
 
     from ...certify import certify
@@ -261,6 +280,7 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
     guarded = getattr(solver, "monotone", False) and any(t.uses_working_set for t in terms)
     prev, prev_sizes, prev_prev_sizes, rejections, total_rejections, state_iters = None, {}, {}, 0, 0, 0
     status, message = None, ""
+    callback_time, callback_calls, stopped = 0.0, 0, None  # stopped: (point, iteration) a callback stopped at
     while True:
         # ---- full re-check at the iterate: active sets (every triplet searched) and the exact objective
         V = setup.to_point(Z)
@@ -343,8 +363,28 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
             print(f"[metricopt jax/{name}] {unit} {it:6d}  objective {obj:.10g}  certified gap {gap:>10s}  "
                   f"active {sizes:7d}  {entry['time']:.2f}s"
                   + "".join(f"  {k} {v:.3g}" for k, v in solver.diagnostics(state).items() if it > 0), flush=True)
+        # ---- the caller's callback: sees the re-checked (and possibly certified) iterate, may stop here
+        stop_requested = False
+        if callback is not None:
+            info = {**entry, "M": np.array(M, dtype=np.float64, copy=True),
+                    "certificate": cert if entry["rel_gap"] is not None else None,
+                    "variables": {k: V[k] for k in extras}}
+            tc = time.perf_counter()
+            answer = callback(info)
+            callback_time += time.perf_counter() - tc
+            callback_calls += 1
+            if answer is not None and not isinstance(answer, (bool, np.bool_)):
+                raise InputError(
+                    f"callback must return True (stop at this iterate), False or None (go on); it returned "
+                    f"{type(answer).__name__} at iteration {it}."
+                )
+            stop_requested = bool(answer)
         if entry["rel_gap"] is not None and cert.rel_gap <= tol:
             status, message = Status.OPTIMAL, f"certificate within tol {tol:.1e} after {it} iterations"
+            break
+        if stop_requested:
+            status, message = Status.EARLY_STOPPED, f"the callback stopped the solve at iteration {it}"
+            stopped = (V, it)
             break
         if done:
             status = Status.ITERATION_LIMIT
@@ -380,11 +420,12 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
             cert_calls += 1
             break
 
-    # ---- result: a certified optimum, else the best iterate seen at a re-check (certified)
+    # ---- result: a certified optimum, the iterate a callback stopped at, else the best iterate seen at a
+    # re-check (certified)
     if status is Status.OPTIMAL or best is None:
         V_out, it_out = cert_V, cert_it
     else:
-        _, V_out, it_out = best
+        V_out, it_out = stopped if status is Status.EARLY_STOPPED else best[1:]
         if cert_V is None or V_out is not cert_V:
             tc = time.perf_counter()
             cert = certify_point(V_out)
@@ -415,6 +456,9 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
         "devices": n_dev,  # devices the triplets were sharded over
         "solver_objective": float(state["fx"]),  # the loop's own value at its last iterate (active set)
     }
+    if callback is not None:
+        stats["callback_time"] = callback_time
+        stats["callback_calls"] = callback_calls
     if smoothed:
         stats["smoothing"] = float(state["s"])
     if guarded:
