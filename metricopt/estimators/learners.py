@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import check_choice, check_X, check_y
+from .._validation import check_choice, check_int, check_X, check_y
+from ..errors import InputError, SolverError
 from ..energy import energy_predict
 from ..knn import knn_predict
 from ..problems import LMNNProblem, MMCProblem, POLAProblem
@@ -40,20 +41,51 @@ class LMNN(MetricLearner):
     max_iter : int, default 100000
         Solver iteration limit.
     verbose : bool, default False
+    search : {"auto", "brute", "tree"}, default "auto"
+        Neighbour and impostor searches (Section 6): blocked brute force or per-class ball
+        trees (identical results); ``"auto"`` picks trees for ``n >= 2000``, ``d <= 25``.
+    passes : int, default 1
+        Multi-pass LMNN (Section 5.1): after each pass the target neighbours are re-picked
+        under the learned metric and LMNN is solved again on the transformed data; the
+        transformations compose (:func:`metricopt.multipass.multipass_lmnn`). Each pass is
+        certified; the composition optimises no single objective.
+    n_components : int, optional
+        Low-rank LMNN (Section 5.4): learn a rank-``r`` map ``L`` (``r x d``) with
+        ``low_rank="R"`` (gradient method on the non-convex loss, reported *stationary*, never
+        optimal; ``certificate_`` is None) or ``"S"`` (the convex solution truncated to its top
+        ``r`` eigenvectors). ``transform`` then returns ``r`` columns.
+    low_rank : {"R", "S"}, default "R"
+    validation_fraction : float in (0, 1), optional
+        Early stopping as the paper did for faces: hold out this stratified fraction of the
+        training set, solve on the rest (JAX backend) and keep the metric of lowest
+        validation kNN error (:func:`metricopt.early_stopping.fit_with_validation`); the
+        status is then ``early_stopped`` unless the certificate proves optimality. Prediction
+        uses the whole training set.
+    patience : int, default 10
+        Re-checks without a lower validation error before stopping.
+    random_state : int, default 0
+        Seed of the validation split and of LMNN-R's restarts.
 
     Attributes
     ----------
-    components_ : (d, d) ndarray
+    components_ : (d, d) ndarray (``(r, d)`` with ``n_components``)
         ``L`` with ``M = L^T L``.
     solution_ : Solution
-    certificate_ : Certificate
-        Duality-gap certificate of the learned metric.
+        The solve that produced the metric (the last pass for ``passes > 1``).
+    certificate_ : Certificate or None
+        Duality-gap certificate of the learned metric (None for a low-rank or multi-pass
+        metric, which solve no single convex problem).
     problem_ : LMNNProblem
+        The problem on the whole training set (data, labels, ``k``, ``mu``, target neighbours)
+        used by :meth:`predict`.
     n_iter_ : int
+    passes_ : MultiPassResult or None
+    validation_curve_ : ValidationCurve or None
     """
 
     def __init__(self, k=3, mu=0.5, regularizer=None, backend="cvxpy", solver=None, tol=1e-8,
-                 max_iter=100_000, verbose=False):
+                 max_iter=100_000, verbose=False, search="auto", passes=1, n_components=None, low_rank="R",
+                 validation_fraction=None, patience=10, random_state=0):
         self.k = k
         self.mu = mu
         self.regularizer = regularizer
@@ -62,9 +94,77 @@ class LMNN(MetricLearner):
         self.tol = tol
         self.max_iter = max_iter
         self.verbose = verbose
+        self.search = search
+        self.passes = passes
+        self.n_components = n_components
+        self.low_rank = low_rank
+        self.validation_fraction = validation_fraction
+        self.patience = patience
+        self.random_state = random_state
 
-    def _make_problem(self, X, y):
-        return LMNNProblem(X, y, k=self.k, mu=self.mu, regularizer=self.regularizer)
+    def _make_problem(self, X, y, target_neighbors=None):
+        return LMNNProblem(X, y, k=self.k, mu=self.mu, regularizer=self.regularizer, search=self.search,
+                           target_neighbors=target_neighbors)
+
+    def fit(self, X, y):
+        """Learn the metric from ``X`` (n, d) and labels ``y`` (n,) (see the class parameters for
+        the variants: passes, low rank, early stopping)."""
+        passes = check_int(self.passes, "passes", low=1)
+        check_choice(self.low_rank, "low_rank", ("R", "S"))
+        variants = [name for name, on in (("passes > 1", passes > 1), ("n_components", self.n_components is not None),
+                                          ("validation_fraction", self.validation_fraction is not None)) if on]
+        if len(variants) > 1:
+            raise InputError(f"LMNN combines at most one of passes > 1, n_components and validation_fraction; "
+                             f"got {' and '.join(variants)}. Fit them one at a time.")
+        self.passes_ = None
+        self.validation_curve_ = None
+        if not variants:
+            return super().fit(X, y)
+        if y is None:
+            raise InputError("LMNN requires y to be passed, but the target y is None.")
+        Xc = check_X(X)
+        yc = check_y(y, Xc.shape[0])
+        validate_data(self, X, y, dtype=np.float64)
+        full = self._make_problem(Xc, yc)
+        opts = self._solve_options()
+        if passes > 1:
+            from ..multipass import multipass_lmnn
+
+            res = multipass_lmnn(Xc, yc, passes=passes, k=self.k, mu=self.mu, regularizer=self.regularizer,
+                                 backend=self.backend, **opts)
+            self.passes_ = res
+            sol, L, cert = res.solutions[-1], res.L, None
+            # prediction (kNN, energy) with the last pass's target neighbours, picked under the learned metric
+            full = self._make_problem(Xc, yc, target_neighbors=res.problems[-1].target_neighbors)
+        elif self.n_components is not None:
+            from ..lowrank import lmnn_low_rank
+
+            if self.low_rank == "R":
+                sol = lmnn_low_rank(full, self.n_components, method="R", random_state=self.random_state,
+                                    tol=max(float(self.tol), 1e-6), max_iter=min(int(self.max_iter), 2000))
+            else:
+                sol = lmnn_low_rank(full, self.n_components, method="S", backend=self.backend, **opts)
+            L, cert = sol.L, None
+        else:
+            from ..early_stopping import fit_with_validation
+
+            if self.backend != "jax":
+                raise InputError("validation_fraction (early stopping) needs backend='jax': the exact backend "
+                                 "has no iterates to stop at.")
+            jopts = {k: v for k, v in opts.items()}
+            sol, curve = fit_with_validation(Xc, yc, k=self.k, mu=self.mu, regularizer=self.regularizer,
+                                             validation_fraction=self.validation_fraction, patience=self.patience,
+                                             random_state=self.random_state, **jopts)
+            self.validation_curve_ = curve
+            L, cert = sol.L, sol.certificate  # certifies the metric on the fit part's problem
+        if sol.M is None:
+            raise SolverError(f"LMNN could not be fitted: status '{sol.status}': {sol.message}")
+        self.problem_ = full
+        self.solution_ = sol
+        self.certificate_ = cert
+        self.components_ = L
+        self.n_iter_ = int(sol.stats.get("iterations", 0))
+        return self
 
     def predict(self, X, rule="knn"):
         r"""Classify ``X`` with the learned metric, using the training data of ``fit``.
@@ -94,11 +194,18 @@ class LMNN(MetricLearner):
         X = validate_data(self, X, reset=False, dtype=np.float64)
         X = check_X(X)
         problem = self.problem_  # holds the training data, labels, k, mu and target neighbours of fit
-        M = self.solution_.M
+        M = self.get_mahalanobis_matrix()
         if rule == "knn":
             return knn_predict(problem.X, problem.y, X, k=problem.k, M=M)
         return energy_predict(problem.X, problem.y, X, k=problem.k, mu=problem.mu, M=M,
                               train_targets=problem.target_neighbors)
+
+    def get_mahalanobis_matrix(self):
+        """The learned PSD matrix ``M = components_.T @ components_`` (multi-pass: the composition)."""
+        check_is_fitted(self, "components_")
+        if getattr(self, "passes_", None) is not None:
+            return self.components_.T @ self.components_
+        return self.solution_.M
 
     def score(self, X, y, rule="knn"):
         """Accuracy of :meth:`predict` (with the given ``rule``) on ``X`` against the labels ``y``."""
