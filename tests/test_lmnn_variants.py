@@ -66,3 +66,28 @@ def test_variant_errors():
         metricopt.LMNN(passes=0).fit(X, y)
     with pytest.raises(UnknownOptionError, match="unknown search"):
         metricopt.LMNN(search="kd").fit(X, y)
+
+
+def test_one_pass_equals_plain_lmnn_and_two_passes_compose():
+    X, y = _iris()
+    plain = metricopt.LMNN().fit(X, y)
+    one = metricopt.multipass_lmnn(X, y, passes=1)
+    np.testing.assert_allclose(one.M, plain.solution_.M, atol=1e-6 * np.abs(plain.solution_.M).max())
+    est = metricopt.LMNN(passes=2).fit(X, y)
+    res = est.passes_
+    assert res.passes == 2 and len(res.maps) == 2
+    # the composed map is the product of the per-pass maps, and transform applies it
+    np.testing.assert_allclose(est.components_, res.maps[1] @ res.maps[0], atol=1e-12)
+    np.testing.assert_allclose(est.transform(X), X @ est.components_.T, atol=1e-12)
+    np.testing.assert_allclose(est.get_mahalanobis_matrix(), est.components_.T @ est.components_, atol=1e-12)
+    # pass 2's targets are the k nearest same-label points under pass 1's metric
+    Z = X @ res.maps[0].T
+    expected = metricopt.LMNNProblem(Z, y, k=3).target_neighbors
+    np.testing.assert_array_equal(np.sort(res.problems[1].target_neighbors, axis=1), np.sort(expected, axis=1))
+    # the estimator predicts with those targets and certifies the composed metric
+    np.testing.assert_array_equal(est.problem_.target_neighbors, res.target_neighbors)
+    # composed metric: certified against the full problem, called optimal only when the certificate proves it
+    cert = est.certificate_
+    assert cert is not None and cert.lower <= est.solution_.objective <= cert.upper + 1e-9
+    expected_status = metricopt.Status.OPTIMAL if cert.is_optimal else metricopt.Status.COMPOSED
+    assert est.solution_.status is expected_status

@@ -48,7 +48,8 @@ class LMNN(MetricLearner):
         Multi-pass LMNN (Section 5.1): after each pass the target neighbours are re-picked
         under the learned metric and LMNN is solved again on the transformed data; the
         transformations compose (:func:`metricopt.multipass.multipass_lmnn`). Each pass is
-        certified; the composition optimises no single objective.
+        certified on its own (``passes_.solutions``); the composed metric is then certified
+        against LMNN on the input features with the last pass's target neighbours.
     n_components : int, optional
         Low-rank LMNN (Section 5.4): learn a rank-``r`` map ``L`` (``r x d``) with
         ``low_rank="R"`` (gradient method on the non-convex loss, reported *stationary*, never
@@ -71,13 +72,14 @@ class LMNN(MetricLearner):
     components_ : (d, d) ndarray (``(r, d)`` with ``n_components``)
         ``L`` with ``M = L^T L``.
     solution_ : Solution
-        The solve that produced the metric (the last pass for ``passes > 1``).
+        The solve that produced the metric (for ``passes > 1``: ``M = L^T L`` of the composed
+        map, with its objective for ``problem_``).
     certificate_ : Certificate or None
-        Duality-gap certificate of the learned metric (None for a low-rank or multi-pass
-        metric, which solve no single convex problem).
+        Duality-gap certificate of the learned metric for ``problem_`` (None for a low-rank
+        metric, which solves no convex problem).
     problem_ : LMNNProblem
-        The problem on the whole training set (data, labels, ``k``, ``mu``, target neighbours)
-        used by :meth:`predict`.
+        The problem on the whole training set (data, labels, ``k``, ``mu``, target neighbours;
+        for ``passes > 1`` those re-picked by the last pass) used by :meth:`predict`.
     n_iter_ : int
     passes_ : MultiPassResult or None
     validation_curve_ : ValidationCurve or None
@@ -128,15 +130,12 @@ class LMNN(MetricLearner):
         full = self._make_problem(Xc, yc)
         opts = self._solve_options()
         if passes > 1:
-            from ..multipass import multipass_lmnn
+            from ..multipass import fit_multipass
 
-            res = multipass_lmnn(Xc, yc, passes=passes, k=self.k, mu=self.mu, regularizer=self.regularizer,
-                                 backend=self.backend, **opts)
-            self.passes_ = res
-            sol, L, cert = res.solutions[-1], res.L, None
-            # prediction (kNN, energy) with the last pass's target neighbours, picked under the learned metric
-            full = self._make_problem(Xc, yc, target_neighbors=res.problems[-1].target_neighbors)
-        elif self.n_components is not None:
+            fit_multipass(self, Xc, yc, passes)  # sets problem_, solution_ (M = L^T L, certified), components_
+            self.passes_ = self.multipass_
+            return self
+        if self.n_components is not None:
             from ..lowrank import lmnn_low_rank
 
             if self.low_rank == "R":

@@ -1,0 +1,213 @@
+r"""Multi-pass LMNN (Weinberger & Saul, JMLR 10:207-244, 2009, Section 5.1).
+
+LMNN's target neighbours are fixed before learning, from the Euclidean metric. Section
+5.1 of the paper re-picks them under the metric just learned and trains again, for a few
+passes. Here pass ``p`` solves the convex LMNN program (Eq. 14)
+
+.. math::
+
+    \min_{B_p \succeq 0}\ (1-\mu)\sum_{i,\,j \rightsquigarrow_p i} \|z^{(p)}_i - z^{(p)}_j\|^2_{B_p}
+    + \mu \sum_{i,\,j \rightsquigarrow_p i}\sum_{l:\,y_l \ne y_i}
+      \big[1 + \|z^{(p)}_i - z^{(p)}_j\|^2_{B_p} - \|z^{(p)}_i - z^{(p)}_l\|^2_{B_p}\big]_+ + R(B_p)
+
+on the mapped data :math:`z^{(p)}_i = L_{p-1}\cdots L_1 x_i` with target neighbours
+:math:`j \rightsquigarrow_p i` re-picked as the ``k`` nearest same-label points of the
+:math:`z^{(p)}`, and composes :math:`L = L_p L_{p-1} \cdots L_1` with
+:math:`B_p = L_p^\top L_p`; the learned metric is :math:`M = L^\top L`.
+
+Each pass is convex and certified on its own (its :class:`~metricopt.Solution` carries the
+duality-gap certificate of that pass's program). The passes together minimise no single
+objective: the composition is the paper's heuristic. When :math:`L_{p-1}\cdots L_1` is
+invertible, pass ``p`` is exactly LMNN on the original ``x`` with the re-picked targets
+(substitute :math:`M = (L_{p-1}\cdots L_1)^\top B_p (L_{p-1}\cdots L_1)`); otherwise it is
+that problem restricted to the range of the metric learned so far. LMNN's optima are
+often of low rank, and a numerical solution carries tiny spurious eigenvalues (of the
+order of the solver's accuracy) whose coordinates would make the next pass's program
+badly scaled; so each row of the composed map whose share of the mapped data's spread,
+:math:`\sum_i (\ell^\top (x_i - \bar x))^2`, is below ``rank_tol`` times the largest row's
+is dropped (it changes squared distances by at most about that fraction), and the next
+pass works on well-scaled, full-rank coordinates.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._validation import check_classes, check_int, check_real, check_X, check_y
+from .errors import InputError, SolverError
+from .linalg import factor
+from .problems.lmnn import LMNNProblem
+
+#: default relative eigenvalue below which a direction of a pass's metric is dropped
+RANK_TOL = 1e-6
+
+
+@dataclass
+class MultiPassResult:
+    """The outcome of :func:`multipass_lmnn`.
+
+    Attributes
+    ----------
+    L : (r, d) ndarray
+        The composed map ``L = L_p ... L_2 L_1``; the learned metric is ``M = L^T L``.
+    solutions : list of Solution
+        One per pass; ``solutions[p].M`` is the metric ``B_p`` of pass ``p`` on that pass's
+        data, with the certificate of that pass's convex program.
+    problems : list of LMNNProblem
+        One per pass; ``problems[p].X`` is ``X L_{p-1..1}^T`` and
+        ``problems[p].target_neighbors`` the targets re-picked there.
+    maps : list of ndarray
+        The per-pass maps ``L_p`` (``L_1`` first).
+    times : list of float
+        Seconds per pass.
+    """
+
+    L: np.ndarray
+    solutions: list = field(default_factory=list)
+    problems: list = field(default_factory=list)
+    maps: list = field(default_factory=list)
+    times: list = field(default_factory=list)
+
+    @property
+    def M(self):
+        """The learned metric ``L^T L`` on the input features."""
+        return self.L.T @ self.L
+
+    @property
+    def passes(self):
+        return len(self.solutions)
+
+    @property
+    def target_neighbors(self):
+        """Target neighbours of the last pass (picked under the metric of the previous passes)."""
+        return self.problems[-1].target_neighbors
+
+    def transform(self, X):
+        """``X @ L.T``: Euclidean distances there are ``d_M``."""
+        X = check_X(X)
+        if X.shape[1] != self.L.shape[1]:
+            raise InputError(f"X has {X.shape[1]} features; the multi-pass metric was learned on {self.L.shape[1]}.")
+        return X @ self.L.T
+
+
+def multipass_lmnn(X, y, passes=2, k=3, mu=0.5, regularizer=None, backend="cvxpy", rank_tol=RANK_TOL,
+                   **options):
+    r"""Multi-pass LMNN (Weinberger & Saul, JMLR 2009, Section 5.1): see the module docstring.
+
+    Parameters
+    ----------
+    X : (n, d) array_like
+    y : (n,) array_like
+    passes : int >= 1, default 2
+        Number of LMNN solves. ``passes=1`` is plain LMNN.
+    k, mu, regularizer
+        As for :class:`~metricopt.LMNNProblem` (the same for every pass).
+    backend : {"cvxpy", "jax"}, default "cvxpy"
+    rank_tol : float, default 1e-6
+        Rows of the composed map whose share of the mapped (centred) data's spread is below
+        ``rank_tol`` times the largest row's are dropped after each pass (see above).
+    **options
+        Passed to :meth:`~metricopt.problems.base.Problem.solve` at every pass.
+
+    Returns
+    -------
+    MultiPassResult
+
+    Raises
+    ------
+    InputError
+        Bad data or parameters (e.g. ``passes < 1``).
+    SolverError
+        A pass returned no metric (its status and message are quoted).
+    """
+    X = check_X(X)
+    y = check_y(y, X.shape[0])
+    passes = check_int(passes, "passes", low=1)
+    k = check_int(k, "k", low=1)
+    rank_tol = check_real(rank_tol, "rank_tol", low=0.0, high=1.0)
+    check_classes(y, k, "multi-pass LMNN")
+    L = np.eye(X.shape[1])
+    result = MultiPassResult(L=L)
+    for p in range(passes):
+        t0 = time.perf_counter()
+        Z = X if p == 0 else X @ L.T
+        problem = LMNNProblem(Z, y, k=k, mu=mu, regularizer=regularizer)
+        sol = problem.solve(backend=backend, **options)
+        if sol.M is None:
+            raise SolverError(
+                f"multi-pass LMNN: pass {p + 1} of {passes} returned no metric (status '{sol.status}': {sol.message})."
+            )
+        Lp = factor(sol.M)
+        spread = np.sum(((Z - Z.mean(axis=0)) @ Lp.T) ** 2, axis=0)  # per row of L_p (= of L_p L)
+        keep = spread > rank_tol * max(float(spread.max(initial=0.0)), 1e-300)
+        if not np.any(keep):
+            raise SolverError(
+                f"multi-pass LMNN: pass {p + 1} of {passes} learned the zero metric (status '{sol.status}'); "
+                "no distance is left to re-pick target neighbours with. Lower mu or check the data."
+            )
+        Lp = Lp[keep]
+        L = Lp @ L
+        result.solutions.append(sol)
+        result.problems.append(problem)
+        result.maps.append(Lp)
+        result.times.append(time.perf_counter() - t0)
+    result.L = L
+    return result
+
+
+def fit_multipass(estimator, X, y, passes):
+    """Fit an :class:`~metricopt.LMNN` estimator by multi-pass LMNN (for a ``passes=`` option).
+
+    Runs :func:`multipass_lmnn` with the estimator's ``k``, ``mu``, ``regularizer``,
+    ``backend`` and solver options and sets its fitted attributes so that ``transform``
+    and ``predict`` use the composed map:
+
+    * ``components_``: the composed ``L`` (``r x d``);
+    * ``problem_``: :class:`~metricopt.LMNNProblem` on the *input* ``X`` with the last
+      pass's target neighbours (what ``predict(rule="energy")`` needs);
+    * ``solution_``: a :class:`~metricopt.Solution` with ``M = L^T L``, its objective for
+      ``problem_``, and the certificate of ``M`` for ``problem_`` (computed afresh,
+      :func:`metricopt.certify`): its status is ``optimal`` only when that certificate
+      proves it, which holds when the earlier passes' maps are invertible (the last pass
+      is then exactly ``problem_``); otherwise ``composed`` with the gap stated;
+    * ``certificate_``, ``n_iter_`` (summed over passes), ``multipass_`` (the
+      :class:`MultiPassResult`).
+
+    Usage inside ``LMNN.fit``: ``if self.passes > 1: return fit_multipass(self, X, y, self.passes)``
+    (after ``validate_data``).
+
+    Returns
+    -------
+    estimator
+    """
+    from .backends.cvxpy_backend import finalize
+    from .solution import Solution, Status
+
+    res = multipass_lmnn(X, y, passes=passes, k=estimator.k, mu=estimator.mu, regularizer=estimator.regularizer,
+                         backend=estimator.backend, **estimator._solve_options())
+    t0 = time.perf_counter() - sum(res.times)
+    X = check_X(X)
+    problem = LMNNProblem(X, y, k=estimator.k, mu=estimator.mu, regularizer=estimator.regularizer,
+                          target_neighbors=res.target_neighbors)
+    M = problem.check_metric(res.M)
+    iters = sum(int(s.stats.get("iterations", 0)) for s in res.solutions)
+    last = res.solutions[-1]
+    status = Status.COMPOSED if last.status.has_point else last.status
+    sol = Solution(M=M, objective=problem.objective(M), status=status, backend=last.backend,
+                   solver=last.solver, stats={"iterations": iters, "passes": res.passes, "pass_times": res.times},
+                   L=res.L, message=(f"multi-pass LMNN, {res.passes} passes, each certified on its own "
+                                     f"(last pass: {last.message}); composed map of rank {res.L.shape[0]} on "
+                                     f"{X.shape[1]} features, certified below against LMNN on the input features "
+                                     "with the last pass's target neighbours, of which it solves the restriction "
+                                     "to the range of the earlier passes"))
+    sol = finalize(problem, sol, 1e-6 if estimator.backend == "cvxpy" else max(float(estimator.tol), 1e-6), t0)
+    estimator.problem_ = problem
+    estimator.solution_ = sol
+    estimator.certificate_ = sol.certificate
+    estimator.components_ = res.L
+    estimator.n_iter_ = iters
+    estimator.multipass_ = res
+    return estimator
