@@ -1,5 +1,8 @@
+"""``python -m metricopt``: the command line of :mod:`metricopt.cli`."""
+
 import sys
 
 from .cli import main
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())

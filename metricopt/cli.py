@@ -1,12 +1,45 @@
-"""The ``metricopt`` command line.
+r"""The ``metricopt`` command line.
 
-``metricopt demo``: learn an LMNN metric (exact backend) on scikit-learn's wine data,
-print the duality-gap certificate and the 3-NN test error before and after.
+Subcommands
+-----------
+``metricopt fit``
+    Learn a metric (LMNN, MMC or POLA) on a built-in data set, a data set of the data
+    folder (:mod:`metricopt.datasets`) or a CSV file (last column = label): stratified
+    train/test split, scaling and PCA fitted on the training part, a solve with the
+    chosen backend with live progress, the duality-gap certificate, the kNN test error
+    before and after, a model file (:mod:`metricopt.io`) and optionally a plot.
+``metricopt predict``
+    Load a model file and classify a data set or CSV file (the error is printed when the
+    data has labels).
+``metricopt info``
+    Print a model file's metadata.
+``metricopt demo``
+    LMNN (exact backend) on scikit-learn's wine data: certificate and 3-NN test errors.
+
+The problems solved are those of :class:`metricopt.LMNNProblem` (Weinberger & Saul,
+JMLR 10:207-244, 2009, Eq. 14),
+
+.. math::
+
+    \min_{M \succeq 0}\ (1-\mu) \sum_{i, j \rightsquigarrow i} d_M(x_i, x_j)
+    + \mu \sum_{i, j \rightsquigarrow i,\, l:\, y_l \ne y_i} [1 + d_M(x_i, x_j) - d_M(x_i, x_l)]_+,
+
+:class:`metricopt.MMCProblem` (Xing, Ng, Jordan & Russell, NIPS 2002, Eq. 1-3) and
+:class:`metricopt.POLAProblem` (Shalev-Shwartz, Singer & Ng, ICML 2004, batch form).
+
+Errors of the user's making (unknown data set, unreadable file, data with the wrong number
+of features for a model, a bad option value) print one line ``metricopt: error: ...`` on
+stderr and exit with status 2; a solve that returns no metric exits with status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import csv
+import io as _io
+import logging
+import os
 import sys
 import time
 import warnings
@@ -15,6 +48,7 @@ import numpy as np
 
 DATASETS = ("wine", "iris", "breast_cancer", "digits")
 METHODS = ("lmnn", "mmc", "pola")
+BACKENDS = ("cvxpy", "jax")
 
 
 def _load(name):
@@ -58,6 +92,494 @@ def demo(args):
     return 0 if sol.status.has_point else 1
 
 
+# --------------------------------------------------------------------------- data
+
+
+def _number(text):
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def read_csv(path):
+    """Read a numeric CSV file into rows of strings (header row dropped).
+
+    The first row is taken as a header when any of its cells is not a number. Blank lines
+    are skipped. Every remaining row must have the same number of cells.
+
+    Returns
+    -------
+    header : list of str or None
+    rows : list of list of str
+    """
+    from .errors import InputError
+
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = [[c.strip() for c in r] for r in csv.reader(fh) if r and any(c.strip() for c in r)]
+    except UnicodeDecodeError:
+        raise InputError(f"cannot read {path!r}: it is not a UTF-8 text (CSV) file.") from None
+    except csv.Error as exc:
+        raise InputError(f"cannot read {path!r} as CSV: {exc}.") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path!r}: {exc.strerror or exc}.") from None
+    header = None
+    if rows and not all(_number(c) for c in rows[0][:-1]):
+        header, rows = rows[0], rows[1:]
+    if not rows:
+        raise InputError(f"{path!r} has no data rows.")
+    width = len(rows[0])
+    for i, r in enumerate(rows):
+        if len(r) != width:
+            raise InputError(f"{path!r}: data row {i + 1} has {len(r)} columns, the first row has {width}; "
+                             "every row needs the same number of columns.")
+    return header, rows
+
+
+def _labels(cells):
+    """Parse a label column: integers, else floats, else strings."""
+    try:
+        return np.array([int(c) for c in cells], dtype=np.int64)
+    except ValueError:
+        pass
+    try:
+        return np.array([float(c) for c in cells], dtype=np.float64)
+    except ValueError:
+        return np.array(cells, dtype=str)
+
+
+def _features(rows, path):
+    from .errors import InputError
+
+    try:
+        return np.array(rows, dtype=np.float64).reshape(len(rows), -1)
+    except ValueError:
+        for i, r in enumerate(rows):
+            for j, c in enumerate(r):
+                if not _number(c):
+                    raise InputError(f"{path!r}: data row {i + 1}, column {j + 1} is not a number: {c!r}.") from None
+        raise
+
+
+def load_csv(path, n_features=None):
+    """``(X, y)`` from a CSV file whose last column is the label.
+
+    With ``n_features`` (a model's input width), a file of exactly ``n_features`` columns
+    is read as unlabelled (``y = None``) and any other width than ``n_features + 1`` is an
+    error naming both counts.
+    """
+    from .errors import InputError
+
+    _, rows = read_csv(path)
+    width = len(rows[0])
+    if n_features is not None:
+        if width == n_features:
+            return _features(rows, path), None
+        if width != n_features + 1:
+            raise InputError(
+                f"{path!r} has {width} columns, but the model expects {n_features} features "
+                f"({n_features} columns, or {n_features + 1} with the label last)."
+            )
+    if width < 2:
+        raise InputError(f"{path!r} has {width} column; it needs at least one feature column and the label last.")
+    X = _features([r[:-1] for r in rows], path)
+    return X, _labels([r[-1] for r in rows])
+
+
+def _is_file_arg(data):
+    return data.lower().endswith(".csv") or os.sep in data or os.path.isfile(data)
+
+
+def load_data(data, data_dir=None, n_features=None):
+    """``(X, y, name)`` for a data set name (:func:`metricopt.datasets.load`) or a CSV path."""
+    from . import datasets
+    from .errors import UnknownOptionError
+
+    if _is_file_arg(data):
+        X, y = load_csv(data, n_features=n_features)
+        return X, y, data
+    try:
+        X, y = datasets.load(data, data_home=data_dir)
+    except UnknownOptionError as exc:
+        raise UnknownOptionError(f"{exc} Or give the path of a .csv file (last column = label).") from None
+    except datasets.DatasetError as exc:
+        raise datasets.DatasetError(f"{exc} On the command line: --data-dir DIR.") from None
+    return X, y, datasets._dataset_name(data)
+
+
+def _split(y, test_size, seed):
+    from .datasets import random_splits
+
+    return next(random_splits(y, n_splits=1, test_size=test_size, seed=seed))
+
+
+# --------------------------------------------------------------------------- progress
+
+
+class _Progress(_io.TextIOBase):
+    """A stdout stand-in that shows only the backends' ``[metricopt ...]`` progress lines.
+
+    Solver logs (SCS, Clarabel, CVXPY banners) are dropped. On a terminal the progress is
+    one live line rewritten in place; otherwise lines are printed, at most one every
+    ``every`` seconds (working-set rounds of the exact backend always), and the last one
+    is printed when the solve ends.
+    """
+
+    def __init__(self, out, every=0.5):
+        self.out = out
+        self.every = every
+        self.live = bool(getattr(out, "isatty", lambda: False)())
+        self.buffer_ = ""
+        self.pending = None
+        self.last = -np.inf
+        self.width = 0
+
+    def writable(self):
+        return True
+
+    def write(self, text):
+        self.buffer_ += text
+        while "\n" in self.buffer_:
+            line, self.buffer_ = self.buffer_.split("\n", 1)
+            if line.startswith("[metricopt"):
+                self._show(line)
+        return len(text)
+
+    def _show(self, line):
+        now = time.perf_counter()
+        if self.live:
+            pad = " " * max(0, self.width - len(line))
+            self.out.write("\r" + line + pad)
+            self.out.flush()
+            self.width = len(line)
+        elif line.startswith("[metricopt cvxpy]") or now - self.last >= self.every:
+            self.out.write(line + "\n")
+            self.out.flush()
+            self.last, self.pending = now, None
+        else:
+            self.pending = line
+
+    def close_progress(self):
+        if self.live and self.width:
+            self.out.write("\n")
+        elif self.pending is not None:
+            self.out.write(self.pending + "\n")
+        self.out.flush()
+
+
+@contextlib.contextmanager
+def _progress(enabled):
+    """Route the solve's printed output through :class:`_Progress` (and silence CVXPY's logger)."""
+    if not enabled:
+        yield
+        return
+    out = sys.stdout
+    filt = _Progress(out)
+    logger = logging.getLogger("__cvxpy__")
+    drop = logging.Filter("no record passes this name")
+    logger.addFilter(drop)
+    try:
+        with contextlib.redirect_stdout(filt):
+            yield
+    finally:
+        logger.removeFilter(drop)
+        filt.close_progress()
+
+
+# --------------------------------------------------------------------------- plot
+
+
+def _top2(Z):
+    """Coordinates of ``Z`` on its two leading principal directions (zero-padded)."""
+    Zc = Z - Z.mean(axis=0)
+    _, _, Vt = np.linalg.svd(Zc, full_matrices=False)
+    P = Zc @ Vt[:2].T
+    if P.shape[1] < 2:
+        P = np.hstack([P, np.zeros((P.shape[0], 2 - P.shape[1]))])
+    return P
+
+
+def save_plot(path, X_test, y_test, L, solution, title):
+    """Write a figure: the test data projected on its two leading principal directions
+    before and after the learned map ``L``, plus the objective/gap history of a JAX solve."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from .io import atomic_write
+
+    history = [h for h in solution.stats.get("history", []) if "iteration" in h]
+    panels = 3 if history else 2
+    fig = Figure(figsize=(4.2 * panels, 4.0), layout="constrained")
+    FigureCanvasAgg(fig)
+    _, codes = np.unique(y_test, return_inverse=True)
+    for i, (Z, name) in enumerate(((X_test, "Euclidean (input space)"), (X_test @ L.T, "learned metric"))):
+        ax = fig.add_subplot(1, panels, i + 1)
+        P = _top2(Z)
+        ax.scatter(P[:, 0], P[:, 1], c=codes, cmap="tab10", s=14, vmin=0, vmax=9)
+        ax.set_title(f"test data, {name}")
+        ax.set_xlabel("PC 1")
+        ax.set_ylabel("PC 2")
+    if history:
+        ax = fig.add_subplot(1, panels, 3)
+        it = np.array([h["iteration"] for h in history])
+        obj = np.array([h["objective"] for h in history])
+        ax.plot(it, obj, label="objective")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("objective")
+        gaps = [(h["iteration"], h["rel_gap"]) for h in history if h.get("rel_gap") is not None and h["rel_gap"] > 0]
+        if gaps:
+            ax2 = ax.twinx()
+            g = np.array(gaps)
+            ax2.semilogy(g[:, 0], g[:, 1], "o-", color="C3", ms=3, label="certified gap")
+            ax2.set_ylabel("certified relative gap")
+        ax.set_title("JAX solve")
+    fig.suptitle(title)
+    ext = os.path.splitext(str(path))[1].lstrip(".").lower() or "png"
+    atomic_write(path, lambda fh: fig.savefig(fh, format=ext, dpi=100))
+
+
+# --------------------------------------------------------------------------- fit
+
+
+def _pca_value(text):
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of dimensions or a variance fraction, got {text!r}")
+
+
+def _make_estimator(args):
+    from . import LMNN, MMC, POLA
+
+    common = {"backend": args.backend, "solver": args.solver, "verbose": not args.quiet}
+    if args.tol is not None:
+        common["tol"] = args.tol
+    elif args.backend == "jax":
+        common["tol"] = 1e-6  # the JAX backend's tol is the certified relative gap to stop at
+    if args.max_iter is not None:
+        common["max_iter"] = args.max_iter
+    elif args.backend == "jax":
+        common["max_iter"] = 20_000
+    if args.method == "lmnn":
+        return LMNN(k=args.k, mu=args.mu, **common)
+    if args.method == "mmc":
+        return MMC(diagonal=args.diagonal, **common)
+    return POLA(C=args.C, **common)
+
+
+def fit(args):
+    """``metricopt fit``: split, preprocess, fit with progress, certify, report, save."""
+    from . import certify, knn_error
+    from ._validation import check_int, check_real
+    from .errors import InputError, NotConvexError, SolverError
+    from .io import Preprocessing, _attach, save_model
+
+    if args.time_limit is not None and args.backend != "jax":
+        raise InputError("--time-limit applies to --backend jax only; the exact backend stops on --max-iter.")
+    k = check_int(args.k, "k", low=1)
+    check_real(args.test_size, "test-size", low=0.0, high=1.0, low_open=True)
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(out_dir):
+        raise InputError(f"cannot write {args.out!r}: the folder {out_dir!r} does not exist; create it first.")
+    X, y, name = load_data(args.data, args.data_dir)
+    train, test = _split(y, args.test_size, args.seed)
+    pre = Preprocessing(scale="standard" if args.scale else None, pca=args.pca).fit(X[train])
+    Xtr, Xte = pre.transform(X[train]), pre.transform(X[test])
+    ytr, yte = y[train], y[test]
+    est = _make_estimator(args)
+    print(f"metricopt fit: {args.method.upper()} on {name} ({Xtr.shape[0]} train / {Xte.shape[0]} test points, "
+          f"{X.shape[1]} features, preprocessing: {pre.describe()}), backend {args.backend}")
+
+    problem = est._make_problem(Xtr, ytr)
+    opts = est._solve_options()
+    if args.time_limit is not None:
+        opts["time_limit"] = args.time_limit
+    t0 = time.perf_counter()
+    with _progress(not args.quiet), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # solver inaccuracy warnings: the status says it
+        sol = problem.solve(backend=args.backend, **opts)
+    elapsed = time.perf_counter() - t0
+    if sol.M is None:
+        raise SolverError(f"{problem.method} could not be fitted: status '{sol.status}': {sol.message}")
+    _attach(est, problem, sol)
+    print(f"solve: status {sol.status.code}, objective {sol.objective:.10g}, {elapsed:.2f} s, "
+          f"solver {sol.solver}, iterations {sol.stats.get('iterations')}")
+    if not sol.status.is_optimal:
+        print(f"note: {sol.message}")
+    cert = sol.certificate
+    if cert is None:
+        try:
+            cert = certify(problem, sol)
+            est.certificate_ = sol.certificate = cert
+        except NotConvexError as exc:
+            print(f"no certificate: {exc}")
+    if cert is not None:
+        print(cert.report())
+    kk = min(k, Xtr.shape[0])
+    e0 = knn_error(Xtr, ytr, Xte, yte, kk)
+    e1 = knn_error(Xtr, ytr, Xte, yte, kk, L=est.components_)
+    print(f"{kk}-NN test error: Euclidean {100 * e0:.2f}%  ->  learned metric {100 * e1:.2f}%")
+    info = {"data": name, "test_size": args.test_size, "seed": args.seed, "n_features_raw": int(X.shape[1]),
+            "knn_k": kk, "knn_test_error_euclidean": e0, "knn_test_error_learned": e1,
+            "time_limit": args.time_limit, "fit_seconds": elapsed}
+    path = save_model(args.out, est, preprocessing=pre, info=info)
+    print(f"model saved to {path}")
+    if args.plot:
+        save_plot(args.plot, Xte, yte, est.components_, sol,
+                  f"{problem.method} on {name}: {kk}-NN test error {100 * e0:.1f}% -> {100 * e1:.1f}%")
+        print(f"plot saved to {args.plot}")
+    return 0
+
+
+# --------------------------------------------------------------------------- predict
+
+
+def _predict_with(est, X, k, rule):
+    from .knn import knn_predict
+
+    if hasattr(est, "predict"):
+        return est.predict(X, rule=rule)
+    if rule != "knn":
+        from .errors import InputError
+
+        raise InputError(f"--rule {rule} is LMNN's energy rule; a {type(est).__name__} model predicts with --rule knn.")
+    return knn_predict(est.problem_.X, est.problem_.y, X, k=k, L=est.components_)
+
+
+def _as_label_dtype(y, pred, name):
+    """The given labels in the model's label type (CSV labels are parsed as int, float or str)."""
+    from .errors import InputError
+
+    if (y.dtype.kind in "US") == (pred.dtype.kind in "US"):
+        return y
+    try:
+        return y.astype(pred.dtype) if pred.dtype.kind in "US" else y.astype(np.float64)
+    except ValueError:
+        raise InputError(f"the labels of {name!r} ({y[:3].tolist()}...) are not of the model's label type "
+                         f"(classes {np.unique(pred)[:5].tolist()}...); check the label column.") from None
+
+
+def predict(args):
+    """``metricopt predict``: classify data with a saved model; report the error if labelled."""
+    from .errors import InputError
+    from .io import atomic_write, load_model
+
+    est = load_model(args.model)
+    meta = est.model_metadata_
+    if meta.get("kind") != "estimator":
+        raise InputError(f"{args.model!r} holds a bare metric (a Solution), not a classifier; save an estimator "
+                         "(metricopt fit, or save_model with a fitted LMNN/MMC/POLA) to predict with it.")
+    info = meta.get("info") or {}
+    pre = est.preprocessing_
+    d_raw = pre.n_features_in if pre is not None else est.n_features_in_
+    X, y, name = load_data(args.data, args.data_dir, n_features=d_raw)
+    if X.shape[1] != d_raw:
+        raise InputError(f"{name!r} has {X.shape[1]} features, but the model {args.model!r} expects {d_raw}.")
+    if args.split != "all":
+        if info.get("data") != name:
+            raise InputError(f"--split {args.split} recovers the split of the model's own data set "
+                             f"({info.get('data')!r}); the data given is {name!r}. Use --split all.")
+        train, test = _split(y, info["test_size"], info["seed"])
+        idx = test if args.split == "test" else train
+        X, y = X[idx], y[idx]
+    Xp = pre.transform(X) if pre is not None else X
+    k = int(info.get("knn_k", getattr(est, "k", 3)))
+    pred = _predict_with(est, Xp, k, args.rule)
+    if args.out:
+        def write(fh):
+            text = _io.TextIOWrapper(fh, encoding="utf-8", newline="")
+            w = csv.writer(text)
+            w.writerow(["prediction"] + (["label"] if y is not None else []))
+            for i, p in enumerate(pred):
+                w.writerow([p] + ([y[i]] if y is not None else []))
+            text.flush()
+            text.detach()
+
+        atomic_write(args.out, write)
+        print(f"{len(pred)} predictions written to {args.out}")
+    else:
+        for p in pred:
+            print(p)
+    what = f"{args.rule} rule" + (f", k={k}" if args.rule == "knn" else "")
+    if y is not None:
+        y = _as_label_dtype(y, pred, name)
+        wrong = int(np.sum(pred != y))
+        print(f"{meta['method']} model on {name} ({args.split}, {len(pred)} points, {what}): "
+              f"error {100 * wrong / len(pred):.2f}% ({wrong} of {len(pred)} misclassified)")
+    else:
+        print(f"{meta['method']} model on {name} ({len(pred)} points, {what}): no labels, no error computed")
+    return 0
+
+
+# --------------------------------------------------------------------------- info
+
+
+def _fmt(v):
+    return f"{v:.10g}" if isinstance(v, float) else str(v)
+
+
+def info(args):
+    """``metricopt info``: print a model file's metadata."""
+    import json
+
+    from .io import read_model_file
+
+    mf = read_model_file(args.model)
+    m = mf.metadata
+    if args.json:
+        print(json.dumps(m, indent=2, sort_keys=True))
+        return 0
+    lines = [f"metricopt model file: {args.model}",
+             f"  format        : {m['format']} version {m['format_version']}, written by metricopt "
+             f"{m.get('metricopt_version')} on {m.get('created')}",
+             f"  kind          : {m.get('kind')}" + (f" ({m['estimator']})" if m.get("estimator") else "")]
+    p = m.get("problem")
+    if p:
+        hyper = ", ".join(f"{k}={_fmt(p[k])}" for k in ("k", "mu", "C", "diagonal") if k in p)
+        lines.append(f"  problem       : {p['method']} ({p.get('reference')}), {hyper}")
+        lines.append(f"  training data : {p['n']} points, {p['d']} features"
+                     + (f", {p['n_triplets']} triplets" if "n_triplets" in p else ""))
+    if m.get("params"):
+        lines.append("  parameters    : " + ", ".join(f"{k}={v!r}" for k, v in sorted(m["params"].items())))
+    s = m["solution"]
+    st = s.get("stats") or {}
+    lines.append(f"  solve         : status {s['status']}, objective {_fmt(s['objective'])}, backend {s['backend']}, "
+                 f"solver {s['solver']}, {_fmt(st.get('time', float('nan')))} s, iterations {st.get('iterations')}")
+    lines.append(f"  message       : {s.get('message')}")
+    c = m.get("certificate")
+    if c:
+        lines.append(f"  certificate   : {c['verdict']} (tol {c['tol']:.1e}); upper {c['upper']:.12g}, "
+                     f"lower {c['lower']:.12g}, gap {c['gap']:.3e} (relative {c['rel_gap']:.3e})")
+    else:
+        lines.append("  certificate   : none")
+    pre = m.get("preprocessing")
+    if pre:
+        parts = [f"{pre['scale']} scaling"] if pre.get("scale") else []
+        if "pre_pca_components" in m["arrays"]:
+            parts.append(f"PCA to {m['arrays']['pre_pca_components']['shape'][0]} dimensions")
+        lines.append(f"  preprocessing : {', '.join(parts) or 'none'} (inputs: {pre.get('n_features_in')} features)")
+    inf = m.get("info") or {}
+    if "data" in inf:
+        lines.append(f"  data / split  : {inf['data']}, test size {inf.get('test_size')}, seed {inf.get('seed')}")
+    if "knn_test_error_learned" in inf:
+        lines.append(f"  kNN test error: {100 * inf['knn_test_error_euclidean']:.2f}% (Euclidean) -> "
+                     f"{100 * inf['knn_test_error_learned']:.2f}% (learned), k={inf.get('knn_k')}")
+    lines.append("  arrays        : " + ", ".join(f"{k} {tuple(v['shape'])} {v['dtype']}"
+                                                 for k, v in sorted(m["arrays"].items())))
+    lines.append(f"  sha256        : {m['sha256']} (verified)")
+    print("\n".join(lines))
+    return 0
+
+
+# --------------------------------------------------------------------------- parser
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="metricopt", description="Mahalanobis metric learning with certificates.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -70,19 +592,81 @@ def build_parser():
     d.add_argument("--seed", type=int, default=0, help="seed of the 70/30 split (default 0)")
     d.add_argument("--verbose", action="store_true")
     d.set_defaults(func=demo)
+
+    data_help = ("a data set name (iris, wine, breast_cancer, digits, or a file set of the data folder: "
+                 "balance-scale, letter-recognition, orl, olivetti, yale-b, usps, mnist-5k) or a CSV file "
+                 "(numbers, last column = label, optional header row)")
+    f = sub.add_parser("fit", help="learn a metric, certify it, save the model (and a plot)",
+                       description="Split the data (stratified), fit scaling/PCA on the training part, learn the "
+                                   "metric with live progress, certify it, print the kNN test error before and "
+                                   "after, and save the model.")
+    f.add_argument("--method", choices=METHODS, default="lmnn")
+    f.add_argument("--data", required=True, help=data_help)
+    f.add_argument("--data-dir", default=None, help="data folder of the file sets (default $METRICOPT_DATA)")
+    f.add_argument("--backend", choices=BACKENDS, default="cvxpy",
+                   help="cvxpy: exact conic program; jax: first-order solver stopped at a certified gap")
+    f.add_argument("--solver", default=None, help="SCS or CLARABEL (cvxpy); fista or subgradient (jax)")
+    f.add_argument("--k", type=int, default=3, help="LMNN target neighbours and the k of the kNN rule (default 3)")
+    f.add_argument("--mu", type=float, default=0.5, help="LMNN push weight (default 0.5)")
+    f.add_argument("--C", type=float, default=1.0, help="POLA soft-margin weight (default 1.0)")
+    f.add_argument("--diagonal", action="store_true", help="MMC: learn a diagonal metric")
+    f.add_argument("--tol", type=float, default=None,
+                   help="solver accuracy (cvxpy, default 1e-8) or certified relative gap to stop at "
+                        "(jax, default 1e-6)")
+    f.add_argument("--max-iter", type=int, default=None, help="iteration limit (default 100000 cvxpy, 20000 jax)")
+    f.add_argument("--time-limit", type=float, default=None, help="seconds (jax backend)")
+    f.add_argument("--test-size", type=float, default=0.3, help="test fraction of the stratified split (default 0.3)")
+    f.add_argument("--seed", type=int, default=0, help="seed of the split (default 0)")
+    f.add_argument("--pca", type=_pca_value, default=None,
+                   help="PCA after scaling: number of dimensions, or a variance fraction in (0, 1)")
+    f.add_argument("--scale", action=argparse.BooleanOptionalAction, default=True,
+                   help="standardise the features with the training statistics (default: yes)")
+    f.add_argument("--out", required=True, help="model file to write (.npz)")
+    f.add_argument("--plot", default=None, help="figure to write (.png; .pdf and .svg work too)")
+    f.add_argument("--quiet", action="store_true", help="no progress lines")
+    f.set_defaults(func=fit)
+
+    r = sub.add_parser("predict", help="classify data with a saved model")
+    r.add_argument("--model", required=True, help="model file written by `metricopt fit`")
+    r.add_argument("--data", required=True, help=data_help + "; a CSV may also omit the label column")
+    r.add_argument("--data-dir", default=None, help="data folder of the file sets (default $METRICOPT_DATA)")
+    r.add_argument("--split", choices=("all", "test", "train"), default="all",
+                   help="test/train: the held-out/training part of the split made by `fit` (same data set only)")
+    r.add_argument("--rule", choices=("knn", "energy"), default="knn", help="kNN rule, or LMNN's energy rule")
+    r.add_argument("--out", default=None, help="CSV file for the predictions (default: print them)")
+    r.set_defaults(func=predict)
+
+    i = sub.add_parser("info", help="print a model file's metadata")
+    i.add_argument("--model", required=True)
+    i.add_argument("--json", action="store_true", help="print the raw JSON metadata")
+    i.set_defaults(func=info)
     return p
 
 
 def main(argv=None):
-    """Entry point of the ``metricopt`` command."""
-    from .errors import MetricoptError
+    """Entry point of the ``metricopt`` command; returns the exit status."""
+    from .errors import MetricoptError, SolverError
 
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except SolverError as exc:
+        print(f"metricopt: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 1
     except MetricoptError as exc:
-        print(f"metricopt: error: {exc}", file=sys.stderr)
+        print(f"metricopt: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading: not an error
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")
+        return 0
+    except OSError as exc:
+        where = f" {exc.filename!r}" if getattr(exc, "filename", None) else ""
+        print(f"metricopt: error: cannot access{where}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("metricopt: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -56,3 +56,183 @@ def test_cli_rejects_unknown_dataset(capsys):
 def test_cli_reports_metricopt_errors(capsys):
     assert main(["demo", "--dataset", "iris", "--k", "0"]) == 2
     assert "metricopt: error: k must be >= 1; got 0." in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- fit / predict / info
+
+
+def _run(argv, capsys):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _one_line_error(err):
+    assert err.startswith("metricopt: error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    return err.strip()
+
+
+def test_fit_predict_info_round_trip(tmp_path, monkeypatch, capsys):
+    """fit on iris (exact backend) -> model file -> predict the held-out part -> same error; info shows it."""
+    import numpy as np
+
+    from metricopt.io import load_model, read_model_file
+
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _run(["fit", "--method", "lmnn", "--data", "iris", "--k", "3", "--out", "model.npz"], capsys)
+    assert code == 0, err
+    assert "LMNN on iris (105 train / 45 test points, 4 features, preprocessing: standard scaling)" in out
+    assert "[metricopt cvxpy] round 1: working set" in out  # progress: the working-set rounds
+    assert "SCS v" not in out and "CVXPY" not in out  # the solver's own log is not shown
+    assert "solve: status optimal" in out
+    assert "LMNN certificate: optimal within tol" in out
+    assert float(re.search(r"relative ([0-9.e+-]+)\)", out).group(1)) <= 1e-6
+    before, after = _parse_errors(out)
+    assert "model saved to model.npz" in out
+
+    code, out, err = _run(["predict", "--model", "model.npz", "--data", "iris", "--split", "test"], capsys)
+    assert code == 0, err
+    m = re.search(r"LMNN model on iris \(test, 45 points, knn rule, k=3\): error ([\d.]+)% \((\d+) of 45", out)
+    assert m, out
+    assert float(m.group(1)) == after  # the held-out error printed by fit, recomputed from the file
+
+    code, out, err = _run(["predict", "--model", "model.npz", "--data", "iris", "--out", "pred.csv"], capsys)
+    assert code == 0 and "150 predictions written to pred.csv" in out
+    rows = (tmp_path / "pred.csv").read_text().splitlines()
+    assert rows[0] == "prediction,label" and len(rows) == 151
+    est = load_model("model.npz")
+    from metricopt.datasets import load
+
+    X, y = load("iris")
+    expected = est.predict(est.preprocessing_.transform(X))
+    assert [int(r.split(",")[0]) for r in rows[1:]] == expected.tolist()
+
+    code, out, err = _run(["info", "--model", "model.npz"], capsys)
+    assert code == 0, err
+    assert "format        : metricopt-model version 1, written by metricopt" in out
+    assert "problem       : LMNN (Weinberger & Saul, JMLR 10:207-244, 2009, Eq. 14), k=3, mu=0.5" in out
+    assert "training data : 105 points, 4 features" in out
+    assert "certificate   : optimal within tol" in out
+    assert "data / split  : iris, test size 0.3, seed 0" in out
+    sha = read_model_file("model.npz").metadata["sha256"]
+    assert f"sha256        : {sha} (verified)" in out
+    code, out, _ = _run(["info", "--model", "model.npz", "--json"], capsys)
+    import json
+
+    meta = json.loads(out)
+    assert meta["info"]["knn_test_error_learned"] * 100 == pytest.approx(after, abs=0.005)
+    assert meta["preprocessing"]["scale"] == "standard"
+    assert np.isclose(meta["info"]["knn_test_error_euclidean"] * 100, before, atol=0.005)
+
+
+def _iris_csv(path, rows=slice(None), label=True, header=True):
+    from metricopt.datasets import load
+
+    X, y = load("iris")
+    names = ["setosa", "versicolor", "virginica"]
+    lines = (["sepal_l,sepal_w,petal_l,petal_w" + (",species" if label else "")] if header else [])
+    for x, c in zip(X[rows], y[rows]):
+        lines.append(",".join(f"{v:g}" for v in x) + (f",{names[c]}" if label else ""))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_fit_csv_with_plot_and_predict_unlabelled(tmp_path, capsys):
+    data = _iris_csv(tmp_path / "flowers.csv", rows=slice(None, None, 2))
+    model, fig = tmp_path / "pola.npz", tmp_path / "fig.png"
+    code, out, err = _run(["fit", "--method", "pola", "--data", str(data), "--pca", "3", "--out", str(model),
+                           "--plot", str(fig)], capsys)
+    assert code == 0, err
+    assert "POLA on " in out and "preprocessing: standard scaling, PCA to 3 dimensions" in out
+    assert "POLA certificate: optimal within tol" in out
+    assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and fig.stat().st_size > 5000
+    assert f"plot saved to {fig}" in out
+
+    unlabelled = _iris_csv(tmp_path / "new.csv", rows=slice(1, None, 10), label=False, header=False)
+    code, out, err = _run(["predict", "--model", str(model), "--data", str(unlabelled)], capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert set(lines[:15]) <= {"setosa", "versicolor", "virginica"} and len(lines) == 16
+    assert "(15 points, knn rule, k=3): no labels, no error computed" in lines[-1]
+
+    labelled = _iris_csv(tmp_path / "lab.csv", rows=slice(1, None, 2))
+    code, out, err = _run(["predict", "--model", str(model), "--data", str(labelled)], capsys)
+    assert code == 0, err
+    assert re.search(r"error [\d.]+% \(\d+ of 75 misclassified\)", out)
+
+
+def test_fit_jax_backend_shows_live_progress_and_history_plot(tmp_path, capsys):
+    model, fig = tmp_path / "m.npz", tmp_path / "h.png"
+    code, out, err = _run(["fit", "--method", "lmnn", "--data", "iris", "--backend", "jax", "--time-limit", "30",
+                           "--out", str(model), "--plot", str(fig)], capsys)
+    assert code == 0, err
+    prog = [ln for ln in out.splitlines() if ln.startswith("[metricopt jax/fista]")]
+    assert prog and all(re.search(r"objective \S+\s+certified gap .*active\s+\d+\s+[\d.]+s", ln) for ln in prog)
+    assert "backend jax" in out and "LMNN certificate:" in out
+    from metricopt.io import read_model_file
+
+    meta = read_model_file(model).metadata
+    assert meta["solution"]["backend"] == "jax" and meta["solution"]["stats"]["history"]
+    assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_error_messages(tmp_path, capsys):
+    code, _, err = _run(["fit", "--data", "nope", "--out", str(tmp_path / "m.npz")], capsys)
+    assert code == 2
+    assert _one_line_error(err).startswith("metricopt: error: unknown data set 'nope'; choose one of: 'iris',")
+    assert err.strip().endswith("Or give the path of a .csv file (last column = label).")
+
+    code, _, err = _run(["fit", "--data", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "m.npz")], capsys)
+    assert code == 2
+    missing = str(tmp_path / "missing.csv")
+    assert _one_line_error(err) == f"metricopt: error: cannot read {missing!r}: No such file or directory."
+
+    bad = tmp_path / "bad.csv"
+    bad.write_text("1,2,a\n3,x,b\n")
+    code, _, err = _run(["fit", "--data", str(bad), "--out", str(tmp_path / "m.npz")], capsys)
+    assert code == 2
+    assert _one_line_error(err) == f"metricopt: error: {str(bad)!r}: data row 2, column 2 is not a number: 'x'."
+
+    code, _, err = _run(["fit", "--data", "iris", "--time-limit", "5", "--out", str(tmp_path / "m.npz")], capsys)
+    assert code == 2
+    assert "--time-limit applies to --backend jax only" in _one_line_error(err)
+
+    code, _, err = _run(["fit", "--data", "iris", "--out", str(tmp_path / "no" / "m.npz")], capsys)
+    assert code == 2 and "the folder" in _one_line_error(err) and "does not exist" in err
+
+    code, _, err = _run(["predict", "--model", str(tmp_path / "none.npz"), "--data", "iris"], capsys)
+    assert code == 2
+    none = str(tmp_path / "none.npz")
+    assert _one_line_error(err).startswith(f"metricopt: error: model file {none!r} does not exist")
+
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"\x00" * 100)
+    code, _, err = _run(["info", "--model", str(junk)], capsys)
+    assert code == 2
+    assert _one_line_error(err) == (f"metricopt: error: {str(junk)!r} is not a metricopt model file: it is not an "
+                                    ".npz (zip) archive, or it is truncated.")
+    assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob(".*"))
+
+
+def test_predict_wrong_number_of_features(tmp_path, capsys):
+    model = tmp_path / "mmc.npz"
+    assert main(["fit", "--method", "mmc", "--data", "iris", "--quiet", "--out", str(model)]) == 0
+    capsys.readouterr()
+    code, _, err = _run(["predict", "--model", str(model), "--data", "wine"], capsys)
+    assert code == 2
+    assert _one_line_error(err) == f"metricopt: error: 'wine' has 13 features, but the model {str(model)!r} expects 4."
+    three = tmp_path / "three.csv"
+    three.write_text("1,2,3\n4,5,6\n")
+    code, _, err = _run(["predict", "--model", str(model), "--data", str(three)], capsys)
+    assert code == 2
+    assert _one_line_error(err) == (f"metricopt: error: {str(three)!r} has 3 columns, but the model expects 4 features "
+                                    "(4 columns, or 5 with the label last).")
+    code, _, err = _run(["predict", "--model", str(model), "--data", "iris", "--rule", "energy"], capsys)
+    assert code == 2
+    assert "--rule energy is LMNN's energy rule; a MMC model predicts with --rule knn." in _one_line_error(err)
+    flowers = _iris_csv(tmp_path / "flowers.csv")
+    code, _, err = _run(["predict", "--model", str(model), "--data", str(flowers), "--split", "test"], capsys)
+    assert code == 2
+    assert _one_line_error(err) == ("metricopt: error: --split test recovers the split of the model's own data set "
+                                    f"('iris'); the data given is {str(flowers)!r}. Use --split all.")
