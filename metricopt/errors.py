@@ -33,5 +33,11 @@ class NotConvexError(MetricoptError, ValueError):
     """A certificate of global optimality was asked for a non-convex problem."""
 
 
+class NotCertifiableError(MetricoptError, NotImplementedError):
+    """The certificate has no dual piece for a term of the problem (a convex term written
+    with only a value and a CVXPY expression); metricopt refuses to certify rather than
+    report a wrong bound."""
+
+
 class SolverError(MetricoptError, RuntimeError):
     """A solve did not reach an optimal status and the caller asked to raise."""

@@ -787,3 +787,31 @@ def test_solution_and_raw_array_agree(kind):
         mo.certify(p, bad)
     with pytest.raises(InputError):
         mo.certify(p, sol.M, tol=-1.0)
+
+
+class _SquaredTrace(mo.terms.Term):
+    """(lam/2) tr(M)^2: convex, with a value and a CVXPY expression but no dual piece."""
+
+    def __init__(self, lam=1.0):
+        self.lam = float(lam)
+
+    def value(self, problem, V):
+        return 0.5 * self.lam * float(np.trace(V["M"])) ** 2
+
+    def cvxpy(self, problem, V, ws=None):
+        import cvxpy as cp
+
+        return 0.5 * self.lam * cp.square(cp.trace(V["M"])), []
+
+
+def test_uncertifiable_term_is_refused_and_the_exact_solve_says_not_certified():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(24, 3))
+    y = np.repeat([0, 1, 2], 8)
+    problem = mo.LMNNProblem(X, y, k=2, regularizer=[_SquaredTrace(0.5)])
+    with pytest.raises(mo.NotCertifiableError, match=r"no LMNN dual bound is implemented for the term .*_SquaredTrace"):
+        mo.certify(problem, np.eye(3))
+    sol = problem.solve(backend="cvxpy")
+    assert sol.M is not None and sol.certificate is None
+    assert "NOT CERTIFIED (the status is the solver's own claim)" in sol.message
+    assert sol.objective == pytest.approx(problem.objective(sol.M), rel=1e-9)

@@ -23,7 +23,7 @@ import cvxpy as cp
 import numpy as np
 
 from .._validation import check_choice, check_int, check_real
-from ..errors import ProblemTooLargeError
+from ..errors import NotCertifiableError, ProblemTooLargeError
 from ..linalg import project_psd, symmetrize
 from ..solution import Solution, Status
 
@@ -255,7 +255,14 @@ def finalize(problem, sol, certify_tol, t0):
         from ..certify import certify as _certify
 
         tol = 1e-6 if certify_tol is True else float(certify_tol)
-        cert = _certify(problem, sol, tol=tol)
+        try:
+            cert = _certify(problem, sol, tol=tol)
+        except NotCertifiableError as exc:
+            sol.stats["certificate_rel_gap"] = None
+            sol.message += f"; NOT CERTIFIED (the status is the solver's own claim): {exc}"
+            sol.message = f"{sol.status.message} ({sol.message})"
+            sol.stats["time"] = time.perf_counter() - t0
+            return sol
         sol.certificate = cert
         sol.stats["certificate_rel_gap"] = cert.rel_gap
         if cert.is_optimal and sol.status.has_point:

@@ -37,6 +37,7 @@ import cvxpy as cp
 import numpy as np
 import scipy.linalg
 
+from ..errors import NotCertifiableError
 from ..linalg import symmetrize
 from ..problems.terms import Frobenius, Linear, Trace, TripletHinge
 from ._dual import solve_small
@@ -60,7 +61,12 @@ def _split_terms(problem):
         elif isinstance(t, TripletHinge):
             hinge = t
         else:
-            raise NotImplementedError(f"no LMNN dual bound is implemented for the term {t!r}.")
+            raise NotCertifiableError(
+                f"no LMNN dual bound is implemented for the term {t!r}: the certificate handles linear "
+                "(Linear, Trace, any term with linear_part) and Frobenius terms only. Solve with "
+                "backend='cvxpy' (the solution is then the conic solver's claim, not certified) or write "
+                "the term's dual piece in metricopt/certify/lmnn.py."
+            )
     return symmetrize(P), lam, hinge
 
 
