@@ -3,26 +3,28 @@
 Importing metricopt has no side effects (JAX's global configuration is never changed).
 """
 
-from . import errors, linalg, terms
+from . import errors, io, linalg, terms
 from .certify import AgreementReport, Certificate, certify, check_agreement
 from .errors import (
     InputError,
     MetricoptError,
+    NotCertifiableError,
     NotConvexError,
     ProblemTooLargeError,
     SolverError,
     UnknownOptionError,
 )
-from .estimators import LMNN, MMC, POLA, MultiMetricLMNN
+from .estimators import LMNN, MMC, POLA, KernelLMNN, MultiMetricLMNN
 from .knn import knn_error, knn_loo_predict, knn_predict, loo_knn_error
-from .problems import LMNNProblem, MMCProblem, MultiMetricLMNNProblem, POLAProblem, Problem
+from .multipass import MultiPassResult, multipass_lmnn
+from .problems import KernelLMNNProblem, LMNNProblem, MMCProblem, MultiMetricLMNNProblem, POLAProblem, Problem
 from .solution import Solution, Status
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "LMNN", "MMC", "POLA", "MultiMetricLMNN", "MultiMetricLMNNProblem", "knn_predict", "knn_error", "knn_loo_predict", "loo_knn_error",
+    "LMNN", "MMC", "POLA", "MultiMetricLMNN", "KernelLMNN", "KernelLMNNProblem", "multipass_lmnn", "MultiPassResult", "MultiMetricLMNNProblem", "knn_predict", "knn_error", "knn_loo_predict", "loo_knn_error",
     "certify", "Certificate", "check_agreement", "AgreementReport", "LMNNProblem", "MMCProblem", "POLAProblem", "Problem", "Solution", "Status",
-    "InputError", "MetricoptError", "NotConvexError", "ProblemTooLargeError", "SolverError",
-    "UnknownOptionError", "errors", "linalg", "terms",
+    "InputError", "MetricoptError", "NotCertifiableError", "NotConvexError", "ProblemTooLargeError", "SolverError",
+    "UnknownOptionError", "errors", "io", "linalg", "terms",
 ]
