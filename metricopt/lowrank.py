@@ -399,8 +399,11 @@ def _descend(pieces, L0, max_iter, smoothing, band, polish=True):
     def newton(x, s, budget):
         f0 = pieces.evaluate(x.reshape(r, d), s)[0]
         gtol = 0.1 * POLISH_TOL * max(abs(f0), 1e-300) / max(float(np.linalg.norm(x)), 1e-300)
-        return scipy.optimize.minimize(fun, x, args=(s,), jac=True, hessp=hessp, method="trust-krylov",
-                                       options={"maxiter": budget, "gtol": gtol})
+        # a trust-region trial step can overflow on the steep smoothed hinge; such steps are rejected
+        # (non-finite value) and a non-finite end point is discarded below, so the warnings carry no news
+        with np.errstate(over="ignore", invalid="ignore"):
+            return scipy.optimize.minimize(fun, x, args=(s,), jac=True, hessp=hessp, method="trust-krylov",
+                                           options={"maxiter": budget, "gtol": gtol})
 
     if smoothing:
         widths = [SMOOTH_START]
@@ -667,7 +670,7 @@ def lmnn_s(problem, n_components, tol=1e-6, backend="cvxpy", convex_solution=Non
     guarantee for it. Status: the convex solve's status when that was not optimal; otherwise
     ``STATIONARY`` when :func:`stationarity` of :math:`L_r` is at most ``tol`` or its objective is
     within ``tol`` of the convex lower bound (e.g. when :math:`M^\star` has rank :math:`\le r` and
-    nothing is lost), and ``OPTIMAL_INACCURATE`` when neither holds (the truncation left a
+    nothing is lost), and ``HEURISTIC`` when neither holds (the truncation left a
     suboptimal point); never ``OPTIMAL``.
 
     Parameters
@@ -747,7 +750,7 @@ def lmnn_s(problem, n_components, tol=1e-6, backend="cvxpy", convex_solution=Non
         message = (f"{status.message}: LMNN-S rank {r}, truncation of the convex optimum, {why}; objective lost "
                    f"by the truncation {loss:.3g}")
     else:
-        status = Status.OPTIMAL_INACCURATE
+        status = Status.HEURISTIC
         message = (f"LMNN-S rank {r}: truncation of the convex optimum, a feasible rank-{r} point but not a "
                    f"stationary one (relative stationarity {rel:.2e} > tol {tol:g}); objective lost by the "
                    f"truncation {loss:.3g} ({stats['rel_truncation_loss']:.2e} relative). LMNN-R (method='R') "
@@ -798,7 +801,7 @@ def lmnn_low_rank(problem, n_components, method="R", n_restarts=3, random_state=
     -------
     Solution
         ``solution.L`` is the ``(r, d)`` factor, ``solution.M = L^T L``; status ``STATIONARY``,
-        ``ITERATION_LIMIT`` or (LMNN-S) ``OPTIMAL_INACCURATE`` / the convex solve's, never ``OPTIMAL``.
+        ``ITERATION_LIMIT`` or (LMNN-S) ``HEURISTIC`` / the convex solve's, never ``OPTIMAL``.
 
     Raises
     ------

@@ -172,7 +172,7 @@ def fit_multipass(estimator, X, y, passes):
       ``problem_``, and the certificate of ``M`` for ``problem_`` (computed afresh,
       :func:`metricopt.certify`): its status is ``optimal`` only when that certificate
       proves it, which holds when the earlier passes' maps are invertible (the last pass
-      is then exactly ``problem_``); otherwise ``composed`` with the gap stated;
+      is then exactly ``problem_``); otherwise ``heuristic`` with the gap stated;
     * ``certificate_``, ``n_iter_`` (summed over passes), ``multipass_`` (the
       :class:`MultiPassResult`).
 
@@ -195,7 +195,7 @@ def fit_multipass(estimator, X, y, passes):
     M = problem.check_metric(res.M)
     iters = sum(int(s.stats.get("iterations", 0)) for s in res.solutions)
     last = res.solutions[-1]
-    status = Status.COMPOSED if last.status.has_point else last.status
+    status = Status.HEURISTIC if last.status.has_point else last.status
     sol = Solution(M=M, objective=problem.objective(M), status=status, backend=last.backend,
                    solver=last.solver, stats={"iterations": iters, "passes": res.passes, "pass_times": res.times},
                    L=res.L, message=(f"multi-pass LMNN, {res.passes} passes, each certified on its own "

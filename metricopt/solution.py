@@ -36,10 +36,11 @@ class Status(enum.Enum):
         "stopped by the caller (e.g. at the lowest validation error); the metric is not an optimum of the "
         "training problem -- its certified gap is in the certificate",
     )
-    COMPOSED = (
-        "composed",
-        "a composition of separately certified solves (e.g. multi-pass LMNN): optimal for no single convex "
-        "problem; its certificate gives the gap to the problem it is compared with",
+    HEURISTIC = (
+        "heuristic",
+        "built from certified solves by a heuristic step (multi-pass LMNN's composition, LMNN-S's eigen-"
+        "truncation): optimal for no single convex problem; a certificate, where attached, gives its gap to "
+        "the problem it is compared with",
     )
     ERROR = ("error", "the solver failed; see the solution's message and stats")
 
@@ -58,7 +59,7 @@ class Status(enum.Enum):
     def has_point(self):
         """Whether the solve returned a usable (if possibly inaccurate) point."""
         return self in (Status.OPTIMAL, Status.OPTIMAL_INACCURATE, Status.STATIONARY, Status.ITERATION_LIMIT,
-                        Status.EARLY_STOPPED, Status.COMPOSED)
+                        Status.EARLY_STOPPED, Status.HEURISTIC)
 
 
 @dataclass
