@@ -227,3 +227,14 @@ def test_sklearn_estimator_checks():
     failed = {r["check_name"] for r in results if r["status"] == "failed"}
     # as for LMNN: the check's labels leave a class with fewer than k+1 points, which LMNN refuses
     assert failed <= {"check_fit2d_1feature"}
+
+
+def test_default_gamma_follows_the_data_scale(rings):
+    X, y = rings[0], rings[1]
+    p = KernelLMNNProblem(X, y, kernel="rbf", n_components=10)
+    assert p.kernel_params["gamma"] == pytest.approx(1.0 / (X.shape[1] * X.var()), rel=1e-15)
+    # with gamma = 1 / (d Var X) the kernel matrix, hence the coordinates, do not change when X is rescaled
+    q = KernelLMNNProblem(1000.0 * X, y, kernel="rbf", n_components=10)
+    np.testing.assert_allclose(np.abs(q.X), np.abs(p.X), atol=1e-8 * np.abs(p.X).max())
+    # an explicit gamma is kept
+    assert KernelLMNNProblem(X, y, kernel_params={"gamma": 0.3}, n_components=10).kernel_params["gamma"] == 0.3

@@ -45,6 +45,10 @@ def _kernel_functions():
 KERNELS = tuple(sorted(_kernel_functions()))
 
 
+#: kernels whose ``gamma`` defaults to ``1 / (n_features * Var(X))`` (scikit-learn SVC's "scale")
+SCALED_GAMMA = ("rbf", "laplacian", "polynomial", "poly", "sigmoid")
+
+
 def check_kernel(kernel, kernel_params):
     """Return ``(name, params)`` checked against scikit-learn's pairwise kernels.
 
@@ -77,7 +81,7 @@ def check_kernel(kernel, kernel_params):
         if key == "dense_output":
             params[key] = bool(value)
             continue
-        if value is None and key == "gamma":  # scikit-learn's default 1 / n_features
+        if value is None and key == "gamma":  # resolved from the data by KernelLMNNProblem
             params[key] = None
             continue
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
@@ -204,7 +208,10 @@ class KernelLMNNProblem(LMNNProblem):
         (e.g. ``"sigmoid"``) is replaced by the positive part of its centred training
         kernel matrix (a warning says so); the identity :math:`d_A = d_B` still holds.
     kernel_params : dict, optional
-        Keyword arguments of the kernel, e.g. ``{"gamma": 0.5}``.
+        Keyword arguments of the kernel, e.g. ``{"gamma": 0.5}``. For the kernels of
+        :data:`SCALED_GAMMA` an omitted (or ``None``) ``gamma`` becomes
+        ``1 / (n_features * X.var())`` (SVC's ``gamma="scale"``; scikit-learn's own default
+        ``1 / n_features`` ignores the data's scale), stored in ``self.kernel_params``.
     n_components : int, optional
         Number ``r`` of leading kernel principal components (at most the rank of ``HKH``).
         Default: see above.
@@ -240,6 +247,12 @@ class KernelLMNNProblem(LMNNProblem):
         yc = check_y(y, n)
         kk = check_int(k, "k", low=1)
         self.kernel, self.kernel_params = check_kernel(kernel, kernel_params)
+        if self.kernel in SCALED_GAMMA and self.kernel_params.get("gamma") is None:
+            # scikit-learn's default 1 / n_features ignores the data's scale (on raw pixels an RBF kernel
+            # matrix is then the identity and nothing can be learned); like SVC's gamma="scale", use
+            # 1 / (n_features * Var(X)), fixed here so new points go through the same kernel
+            var = float(X.var())
+            self.kernel_params["gamma"] = 1.0 / (X.shape[1] * var) if var > 0 else 1.0 / X.shape[1]
         self.rank_tol = check_real(rank_tol, "rank_tol", low=0.0, high=1.0, low_open=True)
         if n_components is not None:
             n_components = check_int(n_components, "n_components", low=1)
