@@ -10,6 +10,14 @@ from .._validation import check_X, check_y
 from ..errors import InputError, SolverError
 
 
+def solve_options(estimator):
+    """The ``problem.solve`` options an estimator's ``tol``, ``max_iter``, ``verbose`` and ``solver`` give."""
+    opts = {"tol": estimator.tol, "max_iter": estimator.max_iter, "verbose": bool(estimator.verbose)}
+    if estimator.solver is not None:
+        opts["solver"] = estimator.solver
+    return opts
+
+
 class MetricLearner(TransformerMixin, BaseEstimator):
     """Base class: a supervised Mahalanobis metric learner.
 
@@ -23,10 +31,7 @@ class MetricLearner(TransformerMixin, BaseEstimator):
         raise NotImplementedError
 
     def _solve_options(self):
-        opts = {"tol": self.tol, "max_iter": self.max_iter, "verbose": bool(self.verbose)}
-        if self.solver is not None:
-            opts["solver"] = self.solver
-        return opts
+        return solve_options(self)
 
     def fit(self, X, y):
         """Learn the metric from ``X`` (n, d) and labels ``y`` (n,)."""

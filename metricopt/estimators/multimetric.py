@@ -10,6 +10,7 @@ from .._validation import check_choice, check_X, check_y
 from ..errors import InputError, SolverError
 from ..problems.lmnn import LMNNProblem
 from ..problems.multimetric import MultiMetricLMNNProblem, multi_metric_knn_predict
+from .base import solve_options
 
 
 class MultiMetricLMNN(ClassifierMixin, BaseEstimator):
@@ -68,12 +69,6 @@ class MultiMetricLMNN(ClassifierMixin, BaseEstimator):
         self.verbose = verbose
         self.random_state = random_state
 
-    def _options(self):
-        opts = {"tol": self.tol, "max_iter": self.max_iter, "verbose": bool(self.verbose)}
-        if self.solver is not None:
-            opts["solver"] = self.solver
-        return opts
-
     def fit(self, X, y):
         """Learn one metric per cluster from ``X`` (n, d) and labels ``y``."""
         if y is None:
@@ -85,7 +80,7 @@ class MultiMetricLMNN(ClassifierMixin, BaseEstimator):
         validate_data(self, X, y, dtype=np.float64)
         problem = MultiMetricLMNNProblem(Xc, yc, clusters=self.clusters, n_clusters=self.n_clusters, k=self.k,
                                          mu=self.mu, regularizer=self.regularizer, random_state=self.random_state)
-        opts = self._options()
+        opts = solve_options(self)
         self.single_solution_ = None
         if self.init == "single":
             single = LMNNProblem(Xc, yc, k=self.k, mu=self.mu, target_neighbors=problem.target_neighbors,
