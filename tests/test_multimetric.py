@@ -179,3 +179,20 @@ def test_errors():
         metricopt.MultiMetricLMNN(init="pca").fit(X, y)
     with pytest.raises(InputError, match="X_test has 3 features"):
         multi_metric_knn_predict(X, y, p.clusters, p.metrics(np.eye(12)), X[:, :3])
+
+
+class _FullVariable(MultiMetricLMNNProblem):
+    """The same problem with one Cd x Cd PSD variable in the exact backend (no block structure)."""
+
+    psd_blocks = None
+
+
+def test_block_diagonal_variable_has_the_full_variables_optimum():
+    X, y = _iris(10)
+    blocks = MultiMetricLMNNProblem(X, y).solve(backend="cvxpy", solver="CLARABEL")
+    full = _FullVariable(X, y).solve(backend="cvxpy", solver="CLARABEL")
+    assert blocks.status is metricopt.Status.OPTIMAL and full.status is metricopt.Status.OPTIMAL
+    assert blocks.objective == pytest.approx(full.objective, rel=1e-6)
+    # the block variable returns an exactly block-diagonal lifted metric
+    b = X.shape[1]
+    assert np.array_equal(blocks.M, blocks.M * np.kron(np.eye(3), np.ones((b, b))))

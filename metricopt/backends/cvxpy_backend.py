@@ -55,7 +55,16 @@ def _variables(problem):
         V = {"M": cp.diag(mv), "Mvec": mv, "_M": m}
     else:
         sc = float(problem.var_scale)
-        M = cp.Variable((d, d), PSD=True, name="M")
+        blocks = getattr(problem, "psd_blocks", None)
+        if blocks is not None and blocks[0] > 1:
+            # multi-metric LMNN: only the diagonal blocks enter the objective, so a block-diagonal
+            # variable loses nothing and gives the solver C small PSD cones and no off-diagonal unknowns
+            C, b = blocks
+            parts = [cp.Variable((b, b), PSD=True, name=f"M{c}") for c in range(C)]
+            zero = np.zeros((b, b))
+            M = cp.bmat([[parts[c] if c == e else zero for e in range(C)] for c in range(C)])
+        else:
+            M = cp.Variable((d, d), PSD=True, name="M")
         V = {"M": M / sc, "Mvec": cp.vec(M, order="C") / sc, "_M": M}
     for name in problem.extra_variables:
         V[name] = cp.Variable(name=name)

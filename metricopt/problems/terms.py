@@ -310,6 +310,11 @@ class TripletHinge(Term):
         if ws.shape[0] == 0 or self.weight == 0.0:
             return cp.Constant(0.0), []
         A = problem.triplet_rows(ws[:, 0], ws[:, 1], ws[:, 2])
+        if getattr(problem, "psd_blocks", None) is not None:
+            # lifted rows touch at most two diagonal blocks of vec(M~): pass them sparse
+            import scipy.sparse
+
+            A = scipy.sparse.csr_matrix(A)
         xi = cp.Variable(ws.shape[0], nonneg=True, name="xi")
         return self.weight * cp.sum(xi), [A @ V["Mvec"] >= 1 - xi]
 
