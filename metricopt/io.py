@@ -4,12 +4,18 @@ A model file is a NumPy ``.npz`` archive (an uncompressed zip of ``.npy`` arrays
 
 * the arrays of the model: ``M`` (the learned PSD matrix), ``L`` (``components_``,
   ``M = L^T L``), POLA's threshold ``b`` (a 0-d array), and what prediction needs: the
-  training inputs ``X_train`` and labels ``y_train``, the ``classes``, LMNN's
-  ``target_neighbors`` (for the energy rule), the fitted preprocessing (``pre_shift``,
+  training inputs ``X_train`` and labels ``y_train``, the ``classes``, the
+  ``target_neighbors`` of the LMNN family (for the energy rule and to rebuild the
+  problem), multi-metric LMNN's cluster codes ``clusters`` (and its single-metric start
+  ``single_M``, ``single_L``), kernel LMNN's ``embedding`` and kernel-PCA map
+  (``kernel_Z``, ``kernel_W``, ``kernel_kbar``, ... : restored, never recomputed, so a
+  loaded model does not depend on the eigensolver), array-valued hyperparameters
+  (``param_<name>``), the fitted preprocessing (``pre_shift``,
   ``pre_width``, ``pre_pca_mean``, ``pre_pca_components``) where one was saved;
 * one more array, ``__metricopt__``: the UTF-8 bytes (``uint8``) of a JSON document with
   the format name and version, the metricopt version that wrote the file, the creation
-  time, the method, its hyperparameters and problem (with its reference), the backend,
+  time, the method, its hyperparameters and problem (with its reference; kernel LMNN's
+  kernel with its resolved parameters, e.g. the ``gamma`` chosen from the data), the backend,
   solver, status, objective and solve statistics, the duality-gap certificate (lower
   bound, gap, verdict), the shapes and dtypes of the arrays and the SHA-256 checksum of
   the array payload.
@@ -31,7 +37,8 @@ Safety
 The learned metrics themselves solve the problems documented in
 :class:`metricopt.LMNNProblem` (Weinberger & Saul, JMLR 10:207-244, 2009, Eq. 14),
 :class:`metricopt.MMCProblem` (Xing et al., NIPS 2002, Section 2) and
-:class:`metricopt.POLAProblem` (Shalev-Shwartz, Singer & Ng, ICML 2004); this module only
+:class:`metricopt.POLAProblem` (Shalev-Shwartz, Singer & Ng, ICML 2004), and their multi-metric
+and kernel variants (JMLR 2009, Sections 5.2 and 5.3); this module only
 stores them: a loaded estimator predicts exactly (bit for bit) as the saved one.
 """
 
@@ -70,7 +77,26 @@ FORMAT_VERSION = 1
 #: Name of the array holding the JSON metadata (UTF-8 bytes as ``uint8``).
 METADATA_KEY = "__metricopt__"
 
-_METHODS = ("LMNN", "MMC", "POLA")
+_METHODS = ("LMNN", "MMC", "POLA", "MultiMetricLMNN", "KernelLMNN")
+
+#: KernelLMNN: file array -> attribute of its problem, restored on load so that the kernel-PCA
+#: coordinates never depend on the reproducibility of the eigendecomposition (LAPACK)
+_KERNEL_STATE = {"kernel_Z": "X", "kernel_U": "_U", "kernel_eig": "_eig", "kernel_W": "_W", "kernel_kbar": "_kbar",
+                 "kernel_eigenvalues": "kernel_eigenvalues"}
+
+#: arrays an estimator's file needs besides X_train, y_train, M and L
+_ESTIMATOR_ARRAYS = {"LMNN": ("components", "target_neighbors"), "MMC": ("components",), "POLA": ("components",),
+                     "MultiMetricLMNN": ("clusters", "target_neighbors"),
+                     "KernelLMNN": ("components", "target_neighbors", "embedding", *_KERNEL_STATE)}
+
+
+def _estimator_classes():
+    """``{name: class}`` of the estimators model files store (the names of :data:`_METHODS`)."""
+    from .estimators.kernel import KernelLMNN
+    from .estimators.learners import LMNN, MMC, POLA
+    from .estimators.multimetric import MultiMetricLMNN
+
+    return {c.__name__: c for c in (LMNN, MMC, POLA, MultiMetricLMNN, KernelLMNN)}
 
 
 class ModelFileError(InputError):
@@ -342,7 +368,11 @@ def _certificate_meta(cert):
     }
 
 
-def _solution_meta(sol):
+def _solution_file_form(sol, prefix=""):
+    """``(metadata, arrays)`` of a solution; its arrays are named ``prefix + "M"``, ... ."""
+    arrays = {prefix + "M": np.asarray(sol.M, dtype=np.float64), prefix + "L": np.asarray(sol.L, dtype=np.float64)}
+    if "b" in sol.variables:
+        arrays[prefix + "b"] = np.asarray(sol.variables["b"], dtype=np.float64)
     return {
         "status": sol.status.code,
         "objective": float(sol.objective) if sol.objective is not None else None,
@@ -351,14 +381,15 @@ def _solution_meta(sol):
         "message": sol.message,
         "variables": _jsonable(sol.variables),
         "stats": _jsonable(sol.stats),
-    }
+        "certificate": _certificate_meta(sol.certificate),
+    }, arrays
 
 
 def _problem_meta(problem):
     meta = {"class": type(problem).__name__, "method": problem.method, "reference": problem.reference,
             "n": problem.n, "d": problem.d, "convex": bool(problem.is_convex),
             "diagonal": bool(problem.diagonal)}
-    for name in ("k", "mu", "C"):
+    for name in ("k", "mu", "C", "n_clusters", "kernel", "kernel_params", "n_components"):
         if hasattr(problem, name):
             meta[name] = _jsonable(getattr(problem, name))
     if hasattr(problem, "n_triplets"):
@@ -376,14 +407,16 @@ def _problem_meta(problem):
 def _collect(model, problem):
     """``(metadata, arrays)`` of an estimator or a Solution."""
     from .estimators.base import MetricLearner
-    from .estimators.learners import LMNN, MMC, POLA
+    from .problems.lmnn import LMNNProblem
     from .solution import Solution
 
+    classes = _estimator_classes()
     arrays = {}
-    if isinstance(model, MetricLearner):
-        if not isinstance(model, (LMNN, MMC, POLA)):
-            raise InputError(f"save_model stores LMNN, MMC and POLA estimators; got {type(model).__name__}.")
-        if not hasattr(model, "components_") or not hasattr(model, "solution_"):
+    if isinstance(model, (MetricLearner, *classes.values())):
+        if type(model).__name__ not in classes:
+            raise InputError(f"save_model stores {', '.join(_METHODS[:-1])} and {_METHODS[-1]} estimators; "
+                             f"got {type(model).__name__}.")
+        if not hasattr(model, "solution_"):
             raise InputError(f"this {type(model).__name__} is not fitted yet; call fit(X, y) before save_model.")
         if problem is not None:
             raise InputError("problem= is for saving a Solution; an estimator carries its own problem_.")
@@ -391,15 +424,28 @@ def _collect(model, problem):
         params = model.get_params(deep=False)
         if "regularizer" in params:
             params["regularizer"] = _regularizer_meta(params["regularizer"])
+        for name, value in params.items():  # e.g. MultiMetricLMNN's clusters=array: stored as an array
+            if isinstance(value, np.ndarray):
+                arrays["param_" + name] = _storable(value, name)
+                params[name] = {"array": "param_" + name}
         meta = {"kind": "estimator", "estimator": type(model).__name__, "params": _jsonable(params)}
-        arrays["components"] = np.asarray(model.components_, dtype=np.float64)
+        for attr, key in (("components_", "components"), ("embedding_", "embedding")):
+            if hasattr(model, attr):
+                arrays[key] = np.asarray(getattr(model, attr), dtype=np.float64)
         meta["fitted"] = {"n_iter": int(getattr(model, "n_iter_", 0)),
                           "passes": getattr(model, "passes_", None) is not None}
-        arrays["X_train"] = problem.X
+        arrays["X_train"] = getattr(problem, "X_input", problem.X)
         arrays["y_train"] = _storable(problem.y, "y")
         arrays["classes"] = _storable(np.unique(problem.y), "classes")
-        if isinstance(model, LMNN):
+        if isinstance(problem, LMNNProblem):
             arrays["target_neighbors"] = np.asarray(problem.target_neighbors, dtype=np.int64)
+        if getattr(problem, "clusters", None) is not None:
+            arrays["clusters"] = np.asarray(problem.clusters, dtype=np.int64)
+        if hasattr(problem, "X_input"):
+            arrays.update({key: getattr(problem, attr) for key, attr in _KERNEL_STATE.items()})
+        if getattr(model, "single_solution_", None) is not None:
+            meta["single_solution"], single = _solution_file_form(model.single_solution_, "single_")
+            arrays.update(single)
         if hasattr(model, "feature_names_in_"):
             arrays["feature_names_in"] = _storable(np.asarray(model.feature_names_in_), "feature_names_in_")
     elif isinstance(model, Solution):
@@ -407,19 +453,16 @@ def _collect(model, problem):
         meta = {"kind": "solution", "estimator": None, "params": None}
     else:
         raise InputError(
-            f"save_model needs a fitted metricopt.LMNN, MMC or POLA estimator or a metricopt.Solution; "
+            f"save_model needs a fitted metricopt estimator ({', '.join(_METHODS[:-1])} or {_METHODS[-1]}) or a "
+            "metricopt.Solution; "
             f"got {type(model).__name__}."
         )
     if sol.M is None:
         raise InputError(f"the solution has no metric (status '{sol.status}'); there is nothing to save.")
-    arrays["M"] = np.asarray(sol.M, dtype=np.float64)
-    arrays["L"] = np.asarray(sol.L, dtype=np.float64)
-    if "b" in sol.variables:
-        arrays["b"] = np.asarray(sol.variables["b"], dtype=np.float64)
+    meta["solution"], sol_arrays = _solution_file_form(sol)
+    arrays.update(sol_arrays)
     meta["method"] = problem.method if problem is not None else None
     meta["problem"] = _problem_meta(problem) if problem is not None else None
-    meta["solution"] = _solution_meta(sol)
-    meta["solution"]["certificate"] = _certificate_meta(sol.certificate)
     cert = getattr(model, "certificate_", None) if meta["kind"] == "estimator" else sol.certificate
     meta["certificate"] = _certificate_meta(cert)
     return meta, arrays
@@ -440,15 +483,17 @@ def save_model(path, model, *, problem=None, preprocessing=None, info=None):
         + \\mu \\sum_{i, j \\rightsquigarrow i, l: y_l \\ne y_i} [1 + d_M(x_i, x_j) - d_M(x_i, x_l)]_+
 
     (Weinberger & Saul, JMLR 10:207-244, 2009, Eq. 14); MMC and POLA are stated in
-    :class:`metricopt.MMC` and :class:`metricopt.POLA`.
+    :class:`metricopt.MMC` and :class:`metricopt.POLA`, multi-metric and kernel LMNN in
+    :class:`metricopt.MultiMetricLMNN` and :class:`metricopt.KernelLMNN`.
 
     Parameters
     ----------
     path : str or os.PathLike
         Destination, written exactly as given (``.npz`` is recommended but not appended).
-    model : metricopt.LMNN, metricopt.MMC, metricopt.POLA (fitted) or metricopt.Solution
+    model : fitted LMNN, MMC, POLA, MultiMetricLMNN or KernelLMNN, or a metricopt.Solution
         An estimator is stored with everything prediction needs (training data, labels,
-        target neighbours, classes) and loads back as a fitted estimator; a Solution
+        target neighbours, classes, cluster codes, kernel map) and loads back as a fitted
+        estimator; a Solution
         loads back as a Solution.
     problem : metricopt.Problem, optional
         For a Solution only: its problem, whose method and hyperparameters are recorded.
@@ -598,7 +643,9 @@ def read_model_file(path):
 def _need(mf, *keys):
     missing = [k for k in keys if k not in mf.arrays]
     if missing:
-        raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: array(s) {', '.join(missing)} missing.")
+        raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: array(s) {', '.join(missing)} missing; "
+                             "the file was not written by metricopt.io.save_model or was edited. Fit and save "
+                             "the model again.")
 
 
 def _certificate_from_meta(meta):
@@ -610,20 +657,21 @@ def _certificate_from_meta(meta):
                        problem=meta["problem"], details=dict(meta.get("details") or {}))
 
 
-def _solution_from_file(mf):
+def _solution_from_file(mf, key="solution", prefix=""):
     from .solution import Solution, Status
 
-    _need(mf, "M", "L")
-    sm = mf.metadata["solution"]
+    _need(mf, prefix + "M", prefix + "L")
+    sm = mf.metadata[key]
     codes = {s.code: s for s in Status}
     if sm.get("status") not in codes:
         raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: unknown status {sm.get('status')!r}.")
     variables = dict(sm.get("variables") or {})
-    if "b" in mf.arrays:
-        variables["b"] = float(mf.arrays["b"])
+    if prefix + "b" in mf.arrays:
+        variables["b"] = float(mf.arrays[prefix + "b"])
     obj = sm.get("objective")
-    return Solution(M=mf.arrays["M"], L=mf.arrays["L"], objective=float("nan") if obj is None else obj,
-                    status=codes[sm["status"]], backend=sm.get("backend"), solver=sm.get("solver"),
+    return Solution(M=mf.arrays[prefix + "M"], L=mf.arrays[prefix + "L"],
+                    objective=float("nan") if obj is None else obj, status=codes[sm["status"]],
+                    backend=sm.get("backend"), solver=sm.get("solver"),
                     stats=dict(sm.get("stats") or {}), variables=variables, message=sm.get("message") or "",
                     certificate=_certificate_from_meta(sm.get("certificate")))
 
@@ -635,9 +683,10 @@ def _attach(est, problem, sol, components=None, certificate="solution"):
     est.problem_ = problem
     est.solution_ = sol
     est.certificate_ = sol.certificate if isinstance(certificate, str) else certificate
-    est.components_ = sol.L if components is None else components
+    if hasattr(est, "transform"):  # MultiMetricLMNN has one metric per cluster, no linear map
+        est.components_ = sol.L if components is None else components
     est.n_iter_ = int(sol.stats.get("iterations", 0))
-    est.n_features_in_ = problem.d
+    est.n_features_in_ = getattr(problem, "X_input", problem.X).shape[1]
     if "b" in sol.variables:
         est.threshold_ = float(sol.variables["b"])
     if "passes" in est.get_params(deep=False):  # LMNN's variants: a plain single solve here
@@ -658,15 +707,36 @@ class SavedPasses:
         return f"SavedPasses(passes={self.passes}, L shape {self.L.shape})"
 
 
-def _estimator_from_file(mf):
-    from .estimators.learners import LMNN, MMC, POLA
+def _problem_from_file(mf, est, kind, X, y):
+    """The estimator's problem, rebuilt from the stored data (no target or cluster search)."""
+    from .problems.kernel_lmnn import KernelLMNNProblem
+    from .problems.lmnn import LMNNProblem
+    from .problems.multimetric import MultiMetricLMNNProblem
 
+    if kind in ("MMC", "POLA"):
+        return est._make_problem(X, y)
+    T = mf.arrays["target_neighbors"]
+    if kind == "LMNN":
+        return est._make_problem(X, y, target_neighbors=T)
+    common = {"k": est.k, "mu": est.mu, "target_neighbors": T, "regularizer": est.regularizer}
+    if kind == "MultiMetricLMNN":
+        return MultiMetricLMNNProblem(X, y, clusters=mf.arrays["clusters"], random_state=est.random_state, **common)
+    pm = mf.metadata["problem"]
+    problem = KernelLMNNProblem(X, y, kernel=pm["kernel"], kernel_params=pm["kernel_params"],
+                                n_components=pm["n_components"], **common)
+    for key, attr in _KERNEL_STATE.items():
+        setattr(problem, attr, mf.arrays[key])
+    LMNNProblem.__init__(problem, problem.X, y, **common)  # the LMNN part over the restored coordinates
+    return problem
+
+
+def _estimator_from_file(mf):
     meta = mf.metadata
-    classes = {"LMNN": LMNN, "MMC": MMC, "POLA": POLA}
+    classes = _estimator_classes()
     kind = meta.get("estimator")
     if kind not in classes:
         raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: unknown estimator {kind!r}.")
-    _need(mf, "X_train", "y_train", "M", "L", "components")
+    _need(mf, "X_train", "y_train", "M", "L", *_ESTIMATOR_ARRAYS[kind])
     params = dict(meta.get("params") or {})
     known = classes[kind]().get_params(deep=False)
     unknown = sorted(set(params) - set(known))
@@ -677,22 +747,22 @@ def _estimator_from_file(mf):
         )
     if "regularizer" in params:
         params["regularizer"] = _regularizer_from_meta(params["regularizer"])
+    for name, value in params.items():
+        if isinstance(value, dict) and set(value) == {"array"}:
+            _need(mf, value["array"])
+            params[name] = mf.arrays[value["array"]]
     try:
         est = classes[kind](**params)
-        X, y = mf.arrays["X_train"], mf.arrays["y_train"]
-        if kind == "LMNN":
-            _need(mf, "target_neighbors")
-            problem = est._make_problem(X, y, target_neighbors=mf.arrays["target_neighbors"])
-        else:
-            problem = est._make_problem(X, y)
+        problem = _problem_from_file(mf, est, kind, mf.arrays["X_train"], mf.arrays["y_train"])
     except (InputError, TypeError, KeyError) as exc:
         raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: its {kind} cannot be rebuilt ({exc}).") from None
     sol = _solution_from_file(mf)
-    comp = mf.arrays["components"]
+    comp = mf.arrays.get("components")
     d = problem.d
-    if sol.M.shape != (d, d) or comp.ndim != 2 or comp.shape[1] != d:
-        raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: M {sol.M.shape} and components "
-                             f"{comp.shape} do not fit training data with {d} features.")
+    if sol.M.shape != (d, d) or (comp is not None and (comp.ndim != 2 or comp.shape[1] != d)):
+        shapes = f"M {sol.M.shape}" + (f" and components {comp.shape}" if comp is not None else "")
+        raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: {shapes} do not fit its problem "
+                             f"with a {d} x {d} metric.")
     cert_meta = meta.get("certificate")
     if cert_meta == meta["solution"].get("certificate"):
         cert = "solution"
@@ -704,6 +774,14 @@ def _estimator_from_file(mf):
     if kind == "LMNN":
         est.passes_ = SavedPasses(comp, params.get("passes")) if fitted.get("passes") else None
         est.validation_curve_ = None
+    elif kind == "KernelLMNN":
+        est.embedding_ = mf.arrays["embedding"]
+    elif kind == "MultiMetricLMNN":
+        est.metrics_ = problem.metrics(sol.M)
+        est.clusters_ = problem.clusters
+        est.classes_ = problem.classes_
+        single = meta.get("single_solution")
+        est.single_solution_ = _solution_from_file(mf, "single_solution", "single_") if single else None
     if "feature_names_in" in mf.arrays:
         est.feature_names_in_ = mf.arrays["feature_names_in"].astype(object)
     return est
@@ -718,13 +796,17 @@ def load_model(path):
 
     Returns
     -------
-    metricopt.LMNN, metricopt.MMC, metricopt.POLA or metricopt.Solution
-        An estimator for files saved from an estimator: fitted, with ``components_``,
-        ``solution_`` (metric, status, objective, statistics), ``certificate_``,
-        ``problem_`` (rebuilt from the stored training data and hyperparameters; LMNN
-        with its stored target neighbours), ``n_features_in_``, POLA's ``threshold_``,
-        LMNN's ``passes_`` (a :class:`SavedPasses` for a multi-pass model, else ``None``;
-        ``validation_curve_`` is not stored and loads as ``None``); plus ``model_metadata_`` (the file's metadata) and
+    metricopt.LMNN, MMC, POLA, MultiMetricLMNN, KernelLMNN or metricopt.Solution
+        An estimator for files saved from an estimator: fitted, with ``components_``
+        (not MultiMetricLMNN), ``solution_`` (metric, status, objective, statistics),
+        ``certificate_``, ``problem_`` (rebuilt from the stored training data and
+        hyperparameters; the LMNN family with its stored target neighbours),
+        ``n_features_in_``, POLA's ``threshold_``, LMNN's ``passes_`` (a
+        :class:`SavedPasses` for a multi-pass model, else ``None``; ``validation_curve_`` is
+        not stored and loads as ``None``), MultiMetricLMNN's ``metrics_``, ``clusters_``,
+        ``classes_`` and ``single_solution_`` (its problem is rebuilt from the stored
+        cluster codes: k-means is not run again), KernelLMNN's ``embedding_`` (its problem
+        gets the stored kernel-PCA map); plus ``model_metadata_`` (the file's metadata) and
         ``preprocessing_`` (a :class:`Preprocessing` or ``None``). Its ``transform`` and
         ``predict`` give exactly the saved estimator's results. A Solution for files
         saved from a Solution (with ``model_metadata_`` as an attribute).

@@ -12,7 +12,7 @@ import pytest
 
 import metricopt
 import metricopt.datasets
-from metricopt import LMNN, MMC, POLA, LMNNProblem, Solution, knn_predict
+from metricopt import LMNN, MMC, POLA, KernelLMNN, LMNNProblem, MultiMetricLMNN, Solution, knn_predict
 from metricopt.errors import InputError
 from metricopt.io import (
     FORMAT,
@@ -20,6 +20,7 @@ from metricopt.io import (
     METADATA_KEY,
     ModelFileError,
     Preprocessing,
+    _payload_sha256,
     load_model,
     read_model_file,
     save_model,
@@ -167,8 +168,8 @@ def test_string_labels_round_trip(iris, tmp_path):
 def test_save_rejects_unfitted_and_foreign_objects(tmp_path):
     with pytest.raises(InputError, match=r"^this LMNN is not fitted yet; call fit\(X, y\) before save_model\.$"):
         save_model(tmp_path / "m.npz", LMNN())
-    with pytest.raises(InputError, match=r"^save_model needs a fitted metricopt.LMNN, MMC or POLA estimator or a "
-                                         r"metricopt.Solution; got dict\.$"):
+    with pytest.raises(InputError, match=r"^save_model needs a fitted metricopt estimator \(LMNN, MMC, POLA, "
+                                         r"MultiMetricLMNN or KernelLMNN\) or a metricopt.Solution; got dict\.$"):
         save_model(tmp_path / "m.npz", {})
     assert not (tmp_path / "m.npz").exists()
 
@@ -357,3 +358,143 @@ def test_lmnn_variants_round_trip(params, iris, tmp_path):
         assert np.array_equal(got.predict(Xq, rule=rule), est.predict(Xq, rule=rule))
     assert (got.passes_ is None) == (est.passes_ is None)
     assert (got.certificate_ is None) == (est.certificate_ is None)
+
+
+# --------------------------------------------------------------------------- multi-metric and kernel LMNN
+
+
+def _rings(n_per_ring=20, seed=0):
+    """Two concentric rings (radii 1 and 2) plus a nuisance coordinate: no linear map separates them."""
+    rng = np.random.default_rng(seed)
+    t = rng.uniform(0, 2 * np.pi, size=2 * n_per_ring)
+    r = np.repeat([1.0, 2.0], n_per_ring) + rng.normal(scale=0.08, size=2 * n_per_ring)
+    X = np.c_[r * np.cos(t), r * np.sin(t), rng.normal(scale=2.0, size=2 * n_per_ring)]
+    return X, np.repeat([0, 1], n_per_ring)
+
+
+def _same_solution(a, b):
+    assert np.array_equal(a.M, b.M) and np.array_equal(a.L, b.L)
+    assert a.status is b.status and a.objective == b.objective
+    assert a.backend == b.backend and a.solver == b.solver and a.stats == b.stats
+    ca, cb = a.certificate, b.certificate
+    assert (ca.lower, ca.upper, ca.verdict, ca.tol, ca.problem) == (cb.lower, cb.upper, cb.verdict, cb.tol, cb.problem)
+
+
+def _same_fit(got, est):
+    assert type(got) is type(est)
+    assert set(vars(got)) - {"model_metadata_", "preprocessing_"} == set(vars(est))
+    params, expected = got.get_params(), est.get_params()
+    assert params.keys() == expected.keys()
+    for name, value in expected.items():
+        if isinstance(value, np.ndarray):
+            assert np.array_equal(params[name], value) and params[name].dtype == value.dtype
+        else:
+            assert params[name] == value
+    _same_solution(got.solution_, est.solution_)
+    assert got.certificate_.lower == est.certificate_.lower and got.certificate_.verdict == est.certificate_.verdict
+    for name in ("X", "y", "target_neighbors"):
+        a, b = getattr(got.problem_, name), getattr(est.problem_, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert (got.problem_.k, got.problem_.mu, got.problem_.d) == (est.problem_.k, est.problem_.mu, est.problem_.d)
+    assert np.array_equal(got.problem_.pull_matrix, est.problem_.pull_matrix)
+    assert got.problem_.objective(got.solution_.M) == est.solution_.objective
+    assert got.n_features_in_ == est.n_features_in_ and got.n_iter_ == est.n_iter_
+
+
+@pytest.mark.parametrize("params", [{}, {"clusters": "kmeans", "n_clusters": 2, "init": "single", "random_state": 3},
+                                    {"clusters": np.array(["a", "b"])[np.arange(50) % 2]}],
+                         ids=["labels", "kmeans-single", "array"])
+def test_multimetric_round_trip_is_exact(params, iris, tmp_path):
+    X, y = iris
+    est = MultiMetricLMNN(k=2, **params).fit(X, y)
+    got = load_model(save_model(tmp_path / "mm.npz", est))
+    _same_fit(got, est)
+    assert np.array_equal(got.clusters_, est.clusters_) and got.problem_.n_clusters == est.problem_.n_clusters
+    assert np.array_equal(got.classes_, est.classes_)
+    assert len(got.metrics_) == len(est.metrics_)
+    assert all(np.array_equal(a, b) for a, b in zip(got.metrics_, est.metrics_))
+    if est.single_solution_ is None:
+        assert got.single_solution_ is None
+    else:
+        _same_solution(got.single_solution_, est.single_solution_)
+    Xq = X + 0.37
+    assert np.array_equal(got.predict(Xq), est.predict(Xq))
+    meta = got.model_metadata_
+    assert meta["method"] == "MultiMetricLMNN" and meta["problem"]["n_clusters"] == est.problem_.n_clusters
+
+
+def test_multimetric_kmeans_is_not_run_again(iris, tmp_path, monkeypatch):
+    import sklearn.cluster
+
+    X, y = iris
+    est = MultiMetricLMNN(k=2, clusters="kmeans", n_clusters=2).fit(X, y)
+    path = save_model(tmp_path / "mm.npz", est)
+    monkeypatch.setattr(sklearn.cluster, "KMeans", None)  # loading must use the stored cluster codes
+    got = load_model(path)
+    assert got.get_params()["clusters"] == "kmeans" and np.array_equal(got.clusters_, est.clusters_)
+
+
+@pytest.fixture(scope="module")
+def kernel_fits():
+    X, y = _rings()
+    return X, {"rbf": KernelLMNN(k=2).fit(X, y),
+               "poly": KernelLMNN(k=2, kernel="poly", kernel_params={"degree": 2}, n_components=4).fit(X, y)}
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "poly"])
+def test_kernel_lmnn_round_trip_is_exact(kernel, kernel_fits, tmp_path):
+    X, fits = kernel_fits
+    est = fits[kernel]
+    got = load_model(save_model(tmp_path / "k.npz", est))
+    _same_fit(got, est)
+    assert np.array_equal(got.components_, est.components_) and np.array_equal(got.embedding_, est.embedding_)
+    assert np.array_equal(got.problem_.X_input, est.problem_.X_input)
+    assert got.problem_.kernel_params == est.problem_.kernel_params and "gamma" in got.problem_.kernel_params
+    assert got.problem_.n_components == est.problem_.n_components
+    Xq = X * 0.9 + 0.05
+    assert np.array_equal(got.transform(Xq), est.transform(Xq))
+    assert np.array_equal(got.predict(Xq), est.predict(Xq))
+    assert np.array_equal(got.get_kernel_matrix_A(), est.get_kernel_matrix_A())
+    meta = got.model_metadata_
+    assert meta["problem"]["kernel"] == kernel and meta["problem"]["kernel_params"] == est.problem_.kernel_params
+
+
+def test_kernel_lmnn_load_does_not_depend_on_the_eigensolver(kernel_fits, tmp_path, monkeypatch):
+    X, fits = kernel_fits
+    est = fits["rbf"]
+    path = save_model(tmp_path / "k.npz", est)
+    eigh = np.linalg.eigh
+    monkeypatch.setattr(np.linalg, "eigh", lambda a: (lambda w, U: (w, -U))(*eigh(a)))  # other eigenvector signs
+    got = load_model(path)
+    Xq = X * 0.9 + 0.05
+    assert np.array_equal(got.transform(Xq), est.transform(Xq))
+    assert np.array_equal(got.predict(Xq), est.predict(Xq))
+    assert np.array_equal(got.problem_.X, est.problem_.X)
+
+
+@pytest.mark.parametrize("which, array", [("mm", "clusters"), ("kernel", "kernel_W"), ("kernel", "embedding"),
+                                          ("mm", "single_M")])
+def test_new_estimators_missing_array_is_corrupt(which, array, iris, kernel_fits, tmp_path):
+    if which == "mm":
+        est = MultiMetricLMNN(k=2, init="single").fit(*iris)
+    else:
+        est = kernel_fits[1]["rbf"]
+    path = save_model(tmp_path / "m.npz", est)
+    arrays, meta = _raw(path)
+    del arrays[array]
+    meta["sha256"] = _payload_sha256(arrays)  # a consistent file that lacks an array
+    _rewrite(path, arrays, meta)
+    msg = (f"model file {str(path)!r} is corrupt: array(s) {array} missing; the file was not written by "
+           "metricopt.io.save_model or was edited. Fit and save the model again.")
+    with pytest.raises(ModelFileError, match=f"^{re.escape(msg)}$"):
+        load_model(path)
+
+
+def test_kernel_lmnn_bad_kernel_params_are_corrupt(kernel_fits, tmp_path):
+    path = save_model(tmp_path / "k.npz", kernel_fits[1]["rbf"])
+    arrays, meta = _raw(path)
+    meta["problem"]["kernel_params"] = {"gamma": -1.0}
+    _rewrite(path, arrays, meta)
+    with pytest.raises(ModelFileError, match=re.escape(f"model file {str(path)!r} is corrupt: its KernelLMNN cannot "
+                                                       "be rebuilt (kernel_params['gamma'] must be > 0")):
+        load_model(path)
