@@ -815,3 +815,26 @@ def test_uncertifiable_term_is_refused_and_the_exact_solve_says_not_certified():
     assert sol.M is not None and sol.certificate is None
     assert "NOT CERTIFIED (the status is the solver's own claim)" in sol.message
     assert sol.objective == pytest.approx(problem.objective(sol.M), rel=1e-9)
+
+
+def test_lmnn_free_multipliers_capped_by_size_and_bound_stays_valid(monkeypatch):
+    import importlib
+
+    from sklearn.datasets import load_wine
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X)[::2]
+    y = y[::2]
+    problem = mo.LMNNProblem(X, y, k=3)
+    sol = problem.solve(backend="cvxpy", solver="CLARABEL")
+    full = mo.certify(problem, sol)
+    assert full.is_optimal and full.details["triplets near margin (alpha free)"] > 20
+    d = problem.d
+    cl = importlib.import_module("metricopt.certify.lmnn")  # (mo.certify is the function)
+    monkeypatch.setattr(cl, "MAX_FREE_ENTRIES", 10 * d * d)  # at most 10 free multipliers
+    capped = mo.certify(problem, sol)
+    assert capped.details["triplets near margin (alpha free)"] <= 10
+    # fewer free multipliers: a valid, possibly looser, lower bound on the same objective
+    assert capped.upper == full.upper
+    assert capped.lower <= full.upper + 1e-9 and capped.lower <= full.lower + 1e-9 * abs(full.lower)

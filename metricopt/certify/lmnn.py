@@ -46,6 +46,9 @@ from ._dual import solve_small
 BAND = 1e-3
 #: largest number of free multipliers in the restricted dual
 MAX_FREE = 4000
+#: largest size (free multipliers x d^2) of the restricted dual's dense constraint block; beyond it the
+#: free multipliers are capped (the bound stays valid, only looser): d <= 70 keeps MAX_FREE, d = 100 2000
+MAX_FREE_ENTRIES = 20_000_000
 
 
 def _split_terms(problem):
@@ -112,6 +115,7 @@ def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE):
     if hinge is None or mu == 0.0:
         # min <P, M> + lam/2 ||M||^2 over the PSD cone is 0 (P PSD), attained at M = 0
         return 0.0, {"dual form": "no hinge term"}
+    max_free = min(int(max_free), max(1, MAX_FREE_ENTRIES // problem.d ** 2))
     i, j, l, h = problem.find_triplets(V["M"], margin=band)
     T = np.stack([i, j, l], 1)
     viol = h > band
