@@ -638,6 +638,39 @@ def _as_matrix(X, name):
     return arr
 
 
+def fit_scaling_pca(X, scale, pca, svd_solver="full", random_state=0):
+    """Fit the scaling and PCA of :func:`preprocess` on ``X`` (n, d) (shared with
+    :class:`metricopt.io.Preprocessing`, which stores them in model files).
+
+    Returns
+    -------
+    shift, width : (d,) ndarrays, or None without scaling
+        The scaled data is ``(X - shift) / width`` (``width`` 1 on constant columns).
+    pca_model : fitted :class:`sklearn.decomposition.PCA` of the scaled ``X``, or None
+
+    Raises
+    ------
+    UnknownOptionError, InputError
+        For a bad ``scale`` or ``pca`` (see :func:`preprocess`).
+    """
+    scale = _check_scale(scale)
+    pca = _check_pca(pca, *X.shape)
+    shift = width = model = None
+    if scale is not None:
+        if scale == "standard":
+            shift, width = X.mean(axis=0), X.std(axis=0)
+        else:
+            shift = X.min(axis=0)
+            width = X.max(axis=0) - shift
+        width = np.where(width > 0, width, 1.0)
+        X = (X - shift) / width
+    if pca is not None:
+        from sklearn.decomposition import PCA
+
+        model = PCA(n_components=pca, svd_solver=svd_solver, random_state=random_state).fit(X)
+    return shift, width, model
+
+
 def preprocess(X_train, X_test=None, *, scale=None, pca=None, random_state=0):
     """Fit scaling and PCA on a training set and apply them to it and to a test set.
 
@@ -670,32 +703,19 @@ def preprocess(X_train, X_test=None, *, scale=None, pca=None, random_state=0):
     InputError
         For a bad ``pca`` value or badly shaped data.
     """
-    scale = _check_scale(scale)
     Xtr = _as_matrix(X_train, "X_train")
     Xte = None if X_test is None else _as_matrix(X_test, "X_test")
     if Xte is not None and Xte.shape[1] != Xtr.shape[1]:
         raise InputError(
             f"X_test has {Xte.shape[1]} features but X_train has {Xtr.shape[1]}; they must match."
         )
-    pca = _check_pca(pca, *Xtr.shape)
-
-    if scale is not None:
-        if scale == "standard":
-            shift = Xtr.mean(axis=0)
-            width = Xtr.std(axis=0)
-        else:
-            shift = Xtr.min(axis=0)
-            width = Xtr.max(axis=0) - shift
-        width = np.where(width > 0, width, 1.0)
+    solver = "full" if isinstance(pca, float) else "auto"
+    shift, width, model = fit_scaling_pca(Xtr, scale, pca, svd_solver=solver, random_state=random_state)
+    if shift is not None:
         Xtr = (Xtr - shift) / width
         if Xte is not None:
             Xte = (Xte - shift) / width
-
-    if pca is not None:
-        from sklearn.decomposition import PCA
-
-        solver = "full" if isinstance(pca, float) else "auto"
-        model = PCA(n_components=pca, svd_solver=solver, random_state=random_state).fit(Xtr)
+    if model is not None:
         Xtr = model.transform(Xtr)
         if Xte is not None:
             Xte = model.transform(Xte)

@@ -204,24 +204,15 @@ class Preprocessing:
     def fit(self, X):
         """Fit on training inputs ``X`` (n, d); returns ``self``."""
         from ._validation import check_X
-        from .datasets import _check_pca
+        from .datasets import fit_scaling_pca
 
         X = check_X(X)
         self.n_features_in = X.shape[1]
-        pca = _check_pca(self.pca, *X.shape)
-        if self.scale is not None:
-            if self.scale == "standard":
-                shift, width = X.mean(axis=0), X.std(axis=0)
-            else:
-                shift = X.min(axis=0)
-                width = X.max(axis=0) - shift
+        shift, width, model = fit_scaling_pca(X, self.scale, self.pca, svd_solver="full")
+        if shift is not None:
             self.shift = np.ascontiguousarray(shift)
-            self.width = np.ascontiguousarray(np.where(width > 0, width, 1.0))
-            X = (X - self.shift) / self.width
-        if pca is not None:
-            from sklearn.decomposition import PCA
-
-            model = PCA(n_components=pca, svd_solver="full").fit(X)
+            self.width = np.ascontiguousarray(width)
+        if model is not None:
             self.pca_mean = np.ascontiguousarray(model.mean_, dtype=np.float64)
             self.pca_components = np.ascontiguousarray(model.components_, dtype=np.float64)
         return self

@@ -173,7 +173,7 @@ def fit_multipass(estimator, X, y, passes):
       :func:`metricopt.certify`): its status is ``optimal`` only when that certificate
       proves it, which holds when the earlier passes' maps are invertible (the last pass
       is then exactly ``problem_``); otherwise ``heuristic`` with the gap stated;
-    * ``certificate_``, ``n_iter_`` (summed over passes), ``multipass_`` (the
+    * ``certificate_``, ``n_iter_`` (summed over passes), ``passes_`` (the
       :class:`MultiPassResult`).
 
     Usage inside ``LMNN.fit``: ``if self.passes > 1: return fit_multipass(self, X, y, self.passes)``
@@ -209,5 +209,5 @@ def fit_multipass(estimator, X, y, passes):
     estimator.certificate_ = sol.certificate
     estimator.components_ = res.L
     estimator.n_iter_ = iters
-    estimator.multipass_ = res
+    estimator.passes_ = res
     return estimator

@@ -452,3 +452,19 @@ def test_bad_split_arguments_have_clear_messages():
         ds.validation_split(y, fraction=0.1)
     with pytest.raises(InputError, match="non-empty 1-D array of labels"):
         ds.validation_split(np.zeros((3, 2)))
+
+
+def test_model_file_preprocessing_matches_preprocess():
+    from metricopt.io import Preprocessing
+
+    X, y = ds.load_wine()
+    train, test = next(ds.random_splits(y, n_splits=1))
+    for scale, pca in [("standard", None), ("minmax", 3), ("standard", 0.9)]:
+        Xtr, Xte = ds.preprocess(X[train], X[test], scale=scale, pca=pca)
+        pre = Preprocessing(scale=scale, pca=pca).fit(X[train])
+        for a, b in [(Xtr, pre.transform(X[train])), (Xte, pre.transform(X[test]))]:
+            assert a.shape == b.shape
+            # PCA directions are defined up to sign (solvers may differ)
+            np.testing.assert_allclose(np.abs(a), np.abs(b), atol=1e-10)
+    shift, width, model = ds.fit_scaling_pca(X[train], None, None)
+    assert shift is None and width is None and model is None

@@ -267,11 +267,12 @@ def finalize(problem, sol, certify_tol, t0):
         try:
             cert = _certify(problem, sol, tol=tol)
         except NotCertifiableError as exc:
+            cert = None
             sol.stats["certificate_rel_gap"] = None
             sol.message += f"; NOT CERTIFIED (the status is the solver's own claim): {exc}"
-            sol.message = f"{sol.status.message} ({sol.message})"
-            sol.stats["time"] = time.perf_counter() - t0
-            return sol
+    else:
+        cert = None
+    if cert is not None:
         sol.certificate = cert
         sol.stats["certificate_rel_gap"] = cert.rel_gap
         if cert.is_optimal and sol.status.has_point:

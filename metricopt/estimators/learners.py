@@ -127,14 +127,13 @@ class LMNN(MetricLearner):
         Xc = check_X(X)
         yc = check_y(y, Xc.shape[0])
         validate_data(self, X, y, dtype=np.float64)
-        full = self._make_problem(Xc, yc)
-        opts = self._solve_options()
         if passes > 1:
             from ..multipass import fit_multipass
 
-            fit_multipass(self, Xc, yc, passes)  # sets problem_, solution_ (M = L^T L, certified), components_
-            self.passes_ = self.multipass_
-            return self
+            # sets problem_, solution_ (M = L^T L, certified), components_ and passes_
+            return fit_multipass(self, Xc, yc, passes)
+        full = self._make_problem(Xc, yc)
+        opts = self._solve_options()
         if self.n_components is not None:
             from ..lowrank import lmnn_low_rank
 
@@ -150,10 +149,9 @@ class LMNN(MetricLearner):
             if self.backend != "jax":
                 raise InputError("validation_fraction (early stopping) needs backend='jax': the exact backend "
                                  "has no iterates to stop at.")
-            jopts = {k: v for k, v in opts.items()}
             sol, curve = fit_with_validation(Xc, yc, k=self.k, mu=self.mu, regularizer=self.regularizer,
                                              validation_fraction=self.validation_fraction, patience=self.patience,
-                                             random_state=self.random_state, **jopts)
+                                             random_state=self.random_state, **opts)
             self.validation_curve_ = curve
             L, cert = sol.L, sol.certificate  # certifies the metric on the fit part's problem
         if sol.M is None:
