@@ -16,7 +16,6 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
 from sklearn.datasets import load_iris, load_wine
 from sklearn.preprocessing import StandardScaler
 

@@ -18,7 +18,6 @@ import os
 import platform
 import time
 
-import numpy as np
 
 
 def load(name):

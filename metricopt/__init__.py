@@ -3,7 +3,7 @@
 Importing metricopt has no side effects (JAX's global configuration is never changed).
 """
 
-from . import errors, io, linalg, terms
+from . import errors, io, linalg, protocols, terms
 from .certify import AgreementReport, Certificate, certify, check_agreement
 from .errors import (
     InputError,
@@ -19,12 +19,13 @@ from .knn import knn_error, knn_loo_predict, knn_predict, loo_knn_error
 from .multipass import MultiPassResult, multipass_lmnn
 from .problems import KernelLMNNProblem, LMNNProblem, MMCProblem, MultiMetricLMNNProblem, POLAProblem, Problem
 from .solution import Solution, Status
+from .solving import solve
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: F401  (public)
 
 __all__ = [
     "LMNN", "MMC", "POLA", "MultiMetricLMNN", "KernelLMNN", "KernelLMNNProblem", "multipass_lmnn", "MultiPassResult", "MultiMetricLMNNProblem", "knn_predict", "knn_error", "knn_loo_predict", "loo_knn_error",
     "certify", "Certificate", "check_agreement", "AgreementReport", "LMNNProblem", "MMCProblem", "POLAProblem", "Problem", "Solution", "Status",
     "InputError", "MetricoptError", "NotCertifiableError", "NotConvexError", "ProblemTooLargeError", "SolverError",
-    "UnknownOptionError", "errors", "io", "linalg", "terms",
+    "UnknownOptionError", "errors", "io", "linalg", "terms", "protocols", "solve",
 ]

@@ -216,6 +216,7 @@ class EarlyStopping:
         iteration of the returned metric.
         """
         from .certify import certify
+        from .certify.policy import decide_status
 
         stats = dict(solution.stats)
         stats.update({
@@ -239,12 +240,11 @@ class EarlyStopping:
         stats["certificate_rel_gap"] = cert.rel_gap
         stats["best_iteration"] = self.best_iteration
         ended = f"the solve ended with '{solution.status}' at iteration {stats.get('iterations')}"
-        if cert.rel_gap <= tol:
-            status = Status.OPTIMAL
+        status, _ = decide_status(Status.EARLY_STOPPED, cert)
+        if status is Status.OPTIMAL:
             detail = (f"lowest validation error {self.best_error:.4g} at iteration {self.best_iteration}; {ended}; "
                       f"the certificate of this metric proves optimality (relative gap {cert.rel_gap:.2e})")
         else:
-            status = Status.EARLY_STOPPED
             detail = (f"kept the metric of the lowest validation error {self.best_error:.4g} (iteration "
                       f"{self.best_iteration}); {ended}; certified relative gap {cert.rel_gap:.2e}")
         return Solution(M=self.best_M, objective=float(problem.objective(self.best_M, **self.best_variables)),

@@ -398,7 +398,6 @@ def _problem_meta(problem):
 def _collect(model, problem):
     """``(metadata, arrays)`` of an estimator or a Solution."""
     from .estimators.base import MetricLearner
-    from .problems.lmnn import LMNNProblem
     from .solution import Solution
 
     classes = _estimator_classes()
@@ -428,7 +427,7 @@ def _collect(model, problem):
         arrays["X_train"] = getattr(problem, "X_input", problem.X)
         arrays["y_train"] = _storable(problem.y, "y")
         arrays["classes"] = _storable(np.unique(problem.y), "classes")
-        if isinstance(problem, LMNNProblem):
+        if getattr(problem, "target_neighbors", None) is not None:
             arrays["target_neighbors"] = np.asarray(problem.target_neighbors, dtype=np.int64)
         if getattr(problem, "clusters", None) is not None:
             arrays["clusters"] = np.asarray(problem.clusters, dtype=np.int64)
@@ -507,7 +506,7 @@ def save_model(path, model, *, problem=None, preprocessing=None, info=None):
         labels of object dtype, a regularizer other than Frobenius/Trace, or a
         destination folder that does not exist.
     """
-    from . import __version__
+    from ._version import __version__
 
     meta, arrays = _collect(model, problem)
     if preprocessing is not None:
@@ -616,7 +615,7 @@ def read_model_file(path):
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise ModelFileError(f"{corrupt}: its format version {version!r} is not a positive integer.")
     if version > FORMAT_VERSION:
-        from . import __version__
+        from ._version import __version__
 
         raise ModelFileError(
             f"model file {name!r} has format version {version} (written by metricopt "

@@ -183,7 +183,7 @@ def fit_multipass(estimator, X, y, passes):
     -------
     estimator
     """
-    from .backends.cvxpy_backend import finalize
+    from .certify.policy import settle
     from .solution import Solution, Status
 
     res = multipass_lmnn(X, y, passes=passes, k=estimator.k, mu=estimator.mu, regularizer=estimator.regularizer,
@@ -203,7 +203,8 @@ def fit_multipass(estimator, X, y, passes):
                                      f"{X.shape[1]} features, certified below against LMNN on the input features "
                                      "with the last pass's target neighbours, of which it solves the restriction "
                                      "to the range of the earlier passes"))
-    sol = finalize(problem, sol, 1e-6 if estimator.backend == "cvxpy" else max(float(estimator.tol), 1e-6), t0)
+    tol = getattr(estimator, "tol", None)
+    sol = settle(problem, sol, 1e-6 if estimator.backend == "cvxpy" or tol is None else max(float(tol), 1e-6), t0)
     estimator.problem_ = problem
     estimator.solution_ = sol
     estimator.certificate_ = sol.certificate

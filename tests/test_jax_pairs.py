@@ -419,7 +419,8 @@ def _online_step(X, pairs, labels, M0, b0):
     with jax.enable_x64(True):
         import jax.numpy as jnp
 
-        objective = Objective((PairHinge,), (_jdata(carrier, problem),), (None,), Geometry("threshold"), {})
+        objective = Objective((PairHinge,), (_jdata(carrier, problem),), (None,), Geometry("threshold"), {},
+                              roles=("pair_hinge",))
         st = solver.update(objective, solver.init(jnp.asarray(Z0)))
         Z = np.asarray(st["M"])
     return Z[:-1, :-1], Z[-1, -1] + 1.0

@@ -8,7 +8,6 @@ from sklearn.datasets import load_iris
 from sklearn.preprocessing import StandardScaler
 
 import metricopt
-from metricopt.constraints import active_triplets
 from metricopt.errors import InputError, UnknownOptionError
 from metricopt.problems.multimetric import MultiMetricLMNNProblem, multi_metric_knn_predict
 

@@ -18,14 +18,20 @@ from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import dataclass, fields
+from typing import Any
 
 import cvxpy as cp
 import numpy as np
 
 from .._validation import check_choice, check_int, check_real
-from ..errors import NotCertifiableError, ProblemTooLargeError
+from ..certify.policy import settle
+from ..errors import ProblemTooLargeError, UnknownOptionError
 from ..linalg import project_psd, symmetrize
+from ..protocols import GeometryKind
 from ..solution import Solution, Status
+
+NAME = "cvxpy"
 
 SOLVERS = ("SCS", "CLARABEL")
 
@@ -49,13 +55,13 @@ _STATUS = {
 def _variables(problem):
     """CVXPY variables; ``M = M_var / problem.var_scale`` keeps the solver's numbers O(1)."""
     d = problem.d
-    if problem.diagonal:  # var_scale may be a vector here: one scale per coordinate
+    if problem.geometry.diagonal:  # var_scale may be a vector here: one scale per coordinate
         m = cp.Variable(d, nonneg=True, name="m")
         mv = cp.multiply(m, 1.0 / np.broadcast_to(np.asarray(problem.var_scale, dtype=np.float64), (d,)))
         V = {"M": cp.diag(mv), "Mvec": mv, "_M": m}
     else:
         sc = float(problem.var_scale)
-        blocks = getattr(problem, "psd_blocks", None)
+        blocks = problem.geometry.blocks
         if blocks is not None and blocks[0] > 1:
             # multi-metric LMNN: only the diagonal blocks enter the objective, so a block-diagonal
             # variable loses nothing and gives the solver C small PSD cones and no off-diagonal unknowns
@@ -72,7 +78,7 @@ def _variables(problem):
 
 
 def _check_size(problem, ws_sizes):
-    width = problem.d if problem.diagonal else problem.d**2
+    width = problem.d if problem.geometry.diagonal else problem.d**2
     rows = sum(ws_sizes) + sum(len(getattr(t, "pairs", ())) for t in problem.terms)
     rows += sum(len(getattr(c, "pairs", ())) for c in problem.constraints)
     entries = rows * width
@@ -134,8 +140,50 @@ def _run(prog, solver, kw, verbose):
     return status, f"{solver} returned '{prog.status}'"
 
 
-def solve(problem, solver=None, tol=1e-8, max_iter=100_000, max_rounds=100, working_set=True,
-          min_add=500, certify=1e-6, init=None, verbose=False, **unknown):
+def accepts(problem) -> tuple[bool, str]:
+    """The exact backend solves convex programs: every geometry but a factor ``L`` (non-convex)."""
+    if problem.geometry.kind is GeometryKind.FACTOR:
+        return False, (f"backend='cvxpy' solves convex programs; {problem.method} over a rectangular factor L "
+                       "(M = L^T L) is not convex: use backend='jax'.")
+    if not problem.terms:
+        return False, f"backend='cvxpy' cannot solve {type(problem).__name__}: it has no objective terms."
+    return True, ""
+
+
+@dataclass(frozen=True)
+class Options:
+    """The exact backend's options, every default stated once (see :func:`solve`)."""
+
+    solver: str | None = None
+    tol: float = 1e-8
+    max_iter: int = 100_000
+    max_rounds: int = 100
+    working_set: bool = True
+    min_add: int = 500
+    certify: Any = 1e-6
+    init: Any = None
+    verbose: bool = False
+
+    @classmethod
+    def resolve(cls, problem, options: dict) -> "Options":
+        """Checked options from keyword arguments (``None`` for ``tol`` / ``max_iter``: the default)."""
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(options) - set(names))
+        if unknown:
+            raise UnknownOptionError(
+                f"unknown option(s) for backend='cvxpy': {unknown}; accepted: {', '.join(names)}."
+            )
+        given = {k: v for k, v in options.items() if v is not None or k in ("init", "certify")}
+        opts = cls(**given)
+        solver = check_choice(str(opts.solver or problem.default_solver).upper(), "solver", SOLVERS)
+        return cls(solver=solver, tol=check_real(opts.tol, "tol", low=0.0, low_open=True),
+                   max_iter=check_int(opts.max_iter, "max_iter", low=1),
+                   max_rounds=check_int(opts.max_rounds, "max_rounds", low=1), working_set=bool(opts.working_set),
+                   min_add=check_int(opts.min_add, "min_add", low=1), certify=opts.certify, init=opts.init,
+                   verbose=bool(opts.verbose))
+
+
+def solve(problem, **options):
     """Solve ``problem`` exactly through CVXPY.
 
     Parameters
@@ -171,18 +219,10 @@ def solve(problem, solver=None, tol=1e-8, max_iter=100_000, max_rounds=100, work
     -------
     Solution
     """
-    if unknown:
-        from ..errors import UnknownOptionError
-
-        raise UnknownOptionError(
-            f"unknown option(s) for backend='cvxpy': {sorted(unknown)}; accepted: solver, tol, max_iter, "
-            "max_rounds, working_set, min_add, certify, init, verbose."
-        )
-    solver = check_choice(str(solver or problem.default_solver).upper(), "solver", SOLVERS)
-    tol = check_real(tol, "tol", low=0.0, low_open=True)
-    max_iter = check_int(max_iter, "max_iter", low=1)
-    max_rounds = check_int(max_rounds, "max_rounds", low=1)
-    kw = _solver_kwargs(solver, tol, max_iter)
+    opts = Options.resolve(problem, options)
+    solver, tol, max_rounds, working_set, min_add = opts.solver, opts.tol, opts.max_rounds, opts.working_set, opts.min_add
+    init, verbose, certify = opts.init, opts.verbose, opts.certify
+    kw = _solver_kwargs(solver, tol, opts.max_iter)
     t0 = time.perf_counter()
 
     ws_idx = [i for i, t in enumerate(problem.terms) if t.uses_working_set and working_set]
@@ -253,48 +293,19 @@ def solve(problem, solver=None, tol=1e-8, max_iter=100_000, max_rounds=100, work
 
 
 def finalize(problem, sol, certify_tol, t0):
-    """Attach a duality-gap certificate and let it, not the solver's word, decide optimality.
-
-    A solver status of optimal whose certificate is not within ``certify_tol`` becomes
-    ``optimal_inaccurate``; an inaccurate or iteration-limited solve whose certificate
-    proves the relative gap within ``certify_tol`` becomes ``optimal``. The message
-    keeps the solver's own report either way.
-    """
-    if certify_tol is not None and certify_tol is not False and problem.is_convex and sol.M is not None:
-        from ..certify import certify as _certify
-
-        tol = 1e-6 if certify_tol is True else float(certify_tol)
-        try:
-            cert = _certify(problem, sol, tol=tol)
-        except NotCertifiableError as exc:
-            cert = None
-            sol.stats["certificate_rel_gap"] = None
-            sol.message += f"; NOT CERTIFIED (the status is the solver's own claim): {exc}"
-    else:
-        cert = None
-    if cert is not None:
-        sol.certificate = cert
-        sol.stats["certificate_rel_gap"] = cert.rel_gap
-        if cert.is_optimal and sol.status.has_point:
-            if sol.status is not Status.OPTIMAL:
-                sol.message += f"; solver status was '{sol.status}', but the certificate proves optimality"
-            sol.status = Status.OPTIMAL
-        elif sol.status is Status.OPTIMAL:
-            sol.status = Status.OPTIMAL_INACCURATE
-            sol.message += f"; the certificate's relative gap {cert.rel_gap:.2e} exceeds tol {tol:.1e}"
-        sol.message += f"; certified relative gap {cert.rel_gap:.2e}"
-    sol.message = f"{sol.status.message} ({sol.message})"
-    sol.stats["time"] = time.perf_counter() - t0
-    return sol
+    """Attach a duality-gap certificate and let it, not the solver's word, decide optimality
+    (:func:`metricopt.certify.policy.settle`, the one status policy)."""
+    return settle(problem, sol, certify_tol, t0)
 
 
 def _values(problem, V):
     """Numpy point from solved CVXPY variables (M symmetrised and projected onto the PSD cone)."""
-    if problem.diagonal:
+    diagonal = problem.geometry.diagonal
+    if diagonal:
         M = np.diag(np.clip(np.asarray(V["_M"].value, dtype=np.float64), 0.0, None))
     else:
         M = project_psd(symmetrize(V["_M"].value))
-    if problem.diagonal:
+    if diagonal:
         M = M / np.asarray(problem.var_scale, dtype=np.float64)[..., None]
     else:
         M = M / float(problem.var_scale)

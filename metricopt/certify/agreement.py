@@ -8,8 +8,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..knn import knn_loo_predict, knn_predict
-from ..problems.terms import Frobenius
 from ..solution import Solution
+from .core import certify
 
 
 @dataclass
@@ -47,8 +47,15 @@ class AgreementReport:
 
 
 def _strong_convexity(problem):
-    """Modulus of strong convexity of the objective in ``M`` (0 when not strongly convex)."""
-    return float(sum(t.lam for t in problem.terms if isinstance(t, Frobenius)))
+    """Modulus of strong convexity of the objective in ``M``, from the terms' dual pieces (0 when not
+    strongly convex; a term without a dual piece contributes nothing, which is safe: the modulus can
+    only be larger)."""
+    total = 0.0
+    for term in problem.terms:
+        piece = term.dual_piece(problem)
+        if piece is not None:
+            total += float(piece.strong_convexity)
+    return total
 
 
 def check_agreement(problem, sol_a, sol_b, X_test=None, tol=1e-6, k=3, min_knn_agreement=1.0):
@@ -80,8 +87,6 @@ def check_agreement(problem, sol_a, sol_b, X_test=None, tol=1e-6, k=3, min_knn_a
     -------
     AgreementReport
     """
-    from . import certify
-
     Ms = []
     for name, s in (("sol_a", sol_a), ("sol_b", sol_b)):
         if isinstance(s, Solution):

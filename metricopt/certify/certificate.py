@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
 import numpy as np
 
-OPTIMAL = "optimal within tol"
-SUBOPTIMAL = "suboptimal"
-INFEASIBLE = "infeasible"
+
+class Verdict(str, enum.Enum):
+    """What a certificate says of its candidate. A ``str`` enum: its value is the text stored in
+    model files and printed in reports (``Verdict.OPTIMAL == "optimal within tol"``)."""
+
+    OPTIMAL = "optimal within tol"
+    SUBOPTIMAL = "suboptimal"
+    INFEASIBLE = "infeasible"
+
+    def __str__(self):
+        return self.value
+
+
+OPTIMAL = Verdict.OPTIMAL
+SUBOPTIMAL = Verdict.SUBOPTIMAL
+INFEASIBLE = Verdict.INFEASIBLE
 
 
 @dataclass
@@ -24,8 +38,9 @@ class Certificate:
         The dual objective at a dual-feasible point: a lower bound on the optimum.
     gap, rel_gap : float
         ``upper - lower`` and ``gap / max(|upper|, 1e-12)``.
-    verdict : str
-        ``"optimal within tol"`` (``rel_gap <= tol``), ``"suboptimal"`` or ``"infeasible"``.
+    verdict : Verdict
+        ``Verdict.OPTIMAL`` ("optimal within tol": ``rel_gap <= tol``), ``Verdict.SUBOPTIMAL`` or
+        ``Verdict.INFEASIBLE`` (a string given here, e.g. read from a file, is converted).
     tol : float
     problem : str
         The problem's method name.
@@ -35,10 +50,26 @@ class Certificate:
 
     upper: float
     lower: float
-    verdict: str
+    verdict: Verdict
     tol: float
     problem: str
     details: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.verdict = Verdict(self.verdict)
+
+    @classmethod
+    def infeasible(cls, tol: float, problem: str, reason: str) -> "Certificate":
+        """The certificate of a candidate outside the feasible set (no bound: gap infinite)."""
+        return cls(float("inf"), -float("inf"), Verdict.INFEASIBLE, tol, problem, {"reason": reason})
+
+    @classmethod
+    def from_bounds(cls, upper: float, lower: float, tol: float, problem: str, details: dict) -> "Certificate":
+        """The certificate of bounds ``lower <= optimum <= upper``: optimal when ``rel_gap <= tol``."""
+        cert = cls(float(upper), float(lower), Verdict.SUBOPTIMAL, tol, problem, details)
+        if cert.rel_gap <= tol:
+            cert.verdict = Verdict.OPTIMAL
+        return cert
 
     @property
     def gap(self):
@@ -52,12 +83,12 @@ class Certificate:
 
     @property
     def is_optimal(self):
-        return self.verdict == OPTIMAL
+        return self.verdict is Verdict.OPTIMAL
 
     def report(self):
         """A readable multi-line summary."""
         lines = [
-            f"{self.problem} certificate: {self.verdict} (tol {self.tol:.1e})",
+            f"{self.problem} certificate: {self.verdict.value} (tol {self.tol:.1e})",
             f"  upper bound (objective at M) : {self.upper:.12g}",
             f"  lower bound (dual objective) : {self.lower:.12g}",
             f"  gap                          : {self.gap:.3e}  (relative {self.rel_gap:.3e})",
@@ -72,5 +103,5 @@ class Certificate:
         return self.report()
 
     def __repr__(self):
-        return (f"Certificate(verdict={self.verdict!r}, upper={self.upper:.10g}, lower={self.lower:.10g}, "
+        return (f"Certificate(verdict={self.verdict.value!r}, upper={self.upper:.10g}, lower={self.lower:.10g}, "
                 f"rel_gap={self.rel_gap:.3g})")

@@ -37,10 +37,9 @@ import cvxpy as cp
 import numpy as np
 import scipy.linalg
 
-from ..errors import NotCertifiableError
 from ..linalg import symmetrize
-from ..problems.terms import Frobenius, Linear, Trace, TripletHinge
 from ._dual import solve_small
+from .dual import dual_summary
 
 #: half-width of the band of hinge arguments treated as "at the margin"
 BAND = 1e-3
@@ -49,28 +48,6 @@ MAX_FREE = 4000
 #: largest size (free multipliers x d^2) of the restricted dual's dense constraint block; beyond it the
 #: free multipliers are capped (the bound stays valid, only looser): d <= 70 keeps MAX_FREE, d = 100 2000
 MAX_FREE_ENTRIES = 20_000_000
-
-
-def _split_terms(problem):
-    d = problem.d
-    P = np.zeros((d, d))
-    lam = 0.0
-    hinge = None
-    for t in problem.terms:
-        if isinstance(t, (Linear, Trace)):
-            P += t.linear_part(d)
-        elif isinstance(t, Frobenius):
-            lam += t.lam
-        elif isinstance(t, TripletHinge):
-            hinge = t
-        else:
-            raise NotCertifiableError(
-                f"no LMNN dual bound is implemented for the term {t!r}: the certificate handles linear "
-                "(Linear, Trace, any term with linear_part) and Frobenius terms only. Solve with "
-                "backend='cvxpy' (the solution is then the conic solver's claim, not certified) or write "
-                "the term's dual piece in metricopt/certify/lmnn.py."
-            )
-    return symmetrize(P), lam, hinge
 
 
 def _scatter(problem, T, w):
@@ -108,13 +85,30 @@ def bound_from_alpha(P, lam, mu, B, alpha_sum, alpha_max, upper):
     return lo * alpha_sum, {"dual form": "scaled to P - sB PSD (P singular)"}
 
 
-def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE):
-    """Return ``(lower_bound, details)`` for an LMNN-type problem at the point ``V``."""
-    P, lam, hinge = _split_terms(problem)
-    mu = hinge.weight if hinge is not None else 0.0
-    if hinge is None or mu == 0.0:
+def triplet_bound(problem, M, variables, summary, feas_tol, tol):
+    """The certifier of problems over a PSD ``M`` whose loss is a triplet hinge (LMNN and its
+    variants, any linear / Frobenius terms): ``(upper, lower, details)``."""
+    V = problem.point(M)
+    upper = problem._objective(V)
+    lower, info = lmnn_lower_bound(problem, V, upper, summary=summary)
+    return upper, lower, info
+
+
+def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE, summary=None):
+    """Return ``(lower_bound, details)`` for an LMNN-type problem at the point ``V`` (``summary``:
+    the problem's :class:`~metricopt.certify.DualSummary`, computed when not given)."""
+    if summary is None:
+        summary = dual_summary(problem)
+    P, lam, const = summary.P, summary.lam, summary.constant
+    _, piece = summary.loss("triplet_hinge")
+    mu = piece.weight if piece is not None else 0.0
+    if lam == 0.0 and np.linalg.eigvalsh(P)[0] < -1e-12 * max(1.0, float(np.abs(P).max())):
+        # <P, M> unbounded below on the PSD cone along a negative direction of P: no finite bound here
+        return -np.inf, {"dual form": "none: the linear part is indefinite and nothing bounds M"}
+    if piece is None or mu == 0.0:
         # min <P, M> + lam/2 ||M||^2 over the PSD cone is 0 (P PSD), attained at M = 0
-        return 0.0, {"dual form": "no hinge term"}
+        return const, {"dual form": "no hinge term"}
+    upper = upper - const  # the bounds below are for the objective without its constant
     max_free = min(int(max_free), max(1, MAX_FREE_ENTRIES // problem.d ** 2))
     i, j, l, h = problem.find_triplets(V["M"], margin=band)
     T = np.stack([i, j, l], 1)
@@ -166,6 +160,7 @@ def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE):
         lb, inf = bound_from_alpha(P, lam, mu, symmetrize(B), alpha_sum, alpha_max, upper)
         if lb > best:
             best, info = lb, inf
+    best += const
     info.update({"violated triplets (alpha fixed)": int(len(Tv)), "triplets near margin (alpha free)": int(len(Tn)),
                  "margin band": band})
     return best, info

@@ -1,7 +1,10 @@
 """The declarative problem: data, constraint structure, hyperparameters and a sum of terms.
 
-A problem says *what* is minimised; it holds no solver loop. Backends compile it
-(``problem.solve(backend=...)``) and :func:`metricopt.certify` bounds its optimum.
+A problem says *what* is minimised; it holds no solver loop and imports no backend.
+Backends compile it (:func:`metricopt.solve`, or its alias ``problem.solve``) and
+:func:`metricopt.certify` bounds its optimum; both read only the problem's declarations
+(:mod:`metricopt.protocols`): its :attr:`Problem.geometry`, :attr:`Problem.is_convex` and
+its terms' pieces.
 Every problem is written as a minimisation over a PSD matrix ``M`` (and possibly
 extra scalar variables, e.g. POLA's threshold ``b``)::
 
@@ -11,11 +14,30 @@ extra scalar variables, e.g. POLA's threshold ``b``)::
 
 from __future__ import annotations
 
+import copy
+from typing import Any, Callable
+
 import numpy as np
 
 from .._validation import check_X
 from ..errors import InputError
 from ..linalg import factor, min_eig, pair_rows, symmetrize
+from ..protocols import Geometry, GeometryKind
+
+#: actions of the layers above (``solve``, ``certify``, ``to_cvxpy``), registered by them when
+#: :mod:`metricopt` is imported, so that ``problem.solve(...)`` works while this layer imports
+#: no backend (see :func:`register_action`)
+_ACTIONS: dict[str, Callable[..., Any]] = {}
+
+
+def register_action(name: str, function: Callable[..., Any]) -> None:
+    """Make ``function(problem, ...)`` available as the problem method ``name`` (used by
+    :mod:`metricopt.solving` for ``solve``, ``certify`` and ``to_cvxpy``)."""
+    _ACTIONS[name] = function
+
+
+def _action(name):
+    return _ACTIONS[name]  # registered when metricopt (hence metricopt.solving) is imported
 
 
 class Constraint:
@@ -64,10 +86,44 @@ class Problem:
     def d(self):
         return self.X.shape[1]
 
+    #: rows of ``L`` when the problem is the factor form ``M = L^T L`` (see :meth:`factored`)
+    _factor_rank: int | None = None
+
     @property
-    def is_convex(self):
-        """True when every term is convex (constraints here are always convex)."""
-        return all(t.convex for t in self.terms)
+    def geometry(self) -> Geometry:
+        """The feasible set of the variables (:class:`metricopt.protocols.Geometry`): ``M`` PSD
+        (diagonal where the problem says so) unless a subclass declares a budget, a threshold or
+        blocks (:meth:`_geometry`); a rectangular factor ``L`` after :meth:`factored`."""
+        if self._factor_rank is not None:
+            return Geometry(GeometryKind.FACTOR, rank=self._factor_rank)
+        return self._geometry()
+
+    def _geometry(self) -> Geometry:
+        return Geometry(GeometryKind.PSD, diagonal=bool(self.diagonal))
+
+    @property
+    def variables(self) -> tuple:
+        """Names of the variables: ``M`` (or ``L`` for a factor geometry) and the extra ones."""
+        return ("M", *self.extra_variables)
+
+    @property
+    def is_convex(self) -> bool:
+        """True when every term is convex and the geometry is a convex set (constraints here are
+        always convex); a factor geometry (``M = L^T L``, ``L`` rectangular) is not."""
+        return self.geometry.convex and all(t.convex for t in self.terms)
+
+    def factored(self, rank: int) -> "Problem":
+        """The same objective over ``M = L^T L`` with a rectangular ``L`` of ``rank`` rows: a
+        non-convex problem with a factor geometry (LMNN-R; Weinberger & Saul, JMLR 2009, Sec. 5.4).
+        Shares the data and terms of ``self``; solved on the JAX backend, reported ``stationary``."""
+        if self.diagonal or self.extra_variables or self.constraints or self.geometry.kind is not GeometryKind.PSD:
+            raise InputError(f"a factor (low-rank L) form is defined for unconstrained problems over a full PSD M; "
+                             f"{self.method} has the geometry '{self.geometry.describe()}'.")
+        if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or not 1 <= int(rank) <= self.d:
+            raise InputError(f"the rank of L must be an integer between 1 and d={self.d}; got {rank!r}.")
+        low = copy.copy(self)
+        low._factor_rank = int(rank)
+        return low
 
     # ---------------------------------------------------------- evaluation
     def check_metric(self, M, name="M", psd_tol=1e-8):
@@ -156,26 +212,24 @@ class Problem:
         return V
 
     # ------------------------------------------------------------- actions
-    def solve(self, backend="cvxpy", **options):
-        """Solve with a backend and return a :class:`~metricopt.solution.Solution`.
+    def solve(self, backend: str = "cvxpy", **options: Any):
+        """Alias of :func:`metricopt.solve` ``(self, backend, **options)``: returns a
+        :class:`~metricopt.solution.Solution`.
 
         Parameters
         ----------
         backend : {"cvxpy", "jax"}
             ``"cvxpy"``: the exact conic program solved by SCS or Clarabel; see
             :func:`metricopt.backends.cvxpy_backend.solve` for its options.
-            ``"jax"``: jitted first-order solvers in float64 (LMNN-type problems), stopped
-            at a certified relative gap; see :func:`metricopt.backends.jax.solve`.
+            ``"jax"``: jitted first-order solvers in float64, stopped at a certified relative
+            gap (convex problems) or at a stationary point (factor geometry); see
+            :func:`metricopt.backends.jax.solve`.
         """
-        from ..backends import get_backend
-
-        return get_backend(backend)(self, **options)
+        return _action("solve")(self, backend=backend, **options)
 
     def certify(self, M, **kwargs):
-        """Shorthand for :func:`metricopt.certify` ``(self, M, ...)``."""
-        from ..certify import certify
-
-        return certify(self, M, **kwargs)
+        """Alias of :func:`metricopt.certify` ``(self, M, ...)``."""
+        return _action("certify")(self, M, **kwargs)
 
     def to_cvxpy(self, working_set=None):
         """The exact program as a ``cvxpy.Problem`` (for teaching and inspection).
@@ -183,9 +237,12 @@ class Problem:
         Returns ``(cvxpy_problem, variables)``; for LMNN, ``working_set=None`` gives
         the textbook program with one slack per triplet (every triplet).
         """
-        from ..backends.cvxpy_backend import build_program
+        return _action("to_cvxpy")(self, working_set)
 
-        return build_program(self, working_set)
+    def jax_terms(self, online: bool = False) -> list:
+        """The terms the JAX backend's loop minimises (default: the problem's own). ``online``:
+        for an online solver that visits a loss's pairs (POLA overrides this)."""
+        return list(self.terms)
 
     def __repr__(self):
         terms = " + ".join(t.describe() for t in self.terms)

@@ -9,6 +9,7 @@ from .._validation import _py, check_pairs, check_y
 from ..constraints import labels_to_pairs
 from ..errors import InputError
 from ..linalg import pair_scatter
+from ..protocols import Geometry, GeometryKind
 from .base import Constraint, Problem
 from .terms import SqrtDistances
 
@@ -92,6 +93,9 @@ class MMCProblem(Problem):
             self.var_scale = float(len(self.similar))
             self.obj_scale = len(self.dissimilar) / np.sqrt(self.var_scale)
         self.constraints = [PairBudget(S, 1.0)]
+
+    def _geometry(self):
+        return Geometry(GeometryKind.BUDGET, diagonal=self.diagonal, budget=self.similar_matrix)
 
     def repair(self, V):
         """Rescale ``M`` onto the budget ``<S, M> <= 1`` (MMC is homogeneous in ``M``)."""

@@ -7,6 +7,7 @@ import numpy as np
 from .._validation import check_choice, check_int, check_X, check_y
 from ..errors import InputError
 from ..linalg import factor
+from ..protocols import Geometry, GeometryKind
 from .lmnn import LMNNProblem
 
 #: how the clusters are chosen when not given as an array
@@ -124,6 +125,10 @@ class MultiMetricLMNNProblem(LMNNProblem):
     def d(self):
         """Size of the lifted variable :math:`\\tilde M` (``n_clusters * input_dim``)."""
         return self.n_clusters * self.X.shape[1]
+
+    def _geometry(self):
+        """Block-diagonal PSD: one ``input_dim x input_dim`` block per metric."""
+        return Geometry(GeometryKind.PSD, blocks=self.psd_blocks)
 
     @property
     def psd_blocks(self):

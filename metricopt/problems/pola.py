@@ -8,6 +8,7 @@ import numpy as np
 from .._validation import _py, check_pairs, check_real, check_y
 from ..constraints import labels_to_pairs
 from ..errors import InputError
+from ..protocols import Geometry, GeometryKind
 from .base import Constraint, Problem
 from .terms import Frobenius, HalfSquare, PairHinge
 
@@ -110,6 +111,25 @@ class POLAProblem(Problem):
             self.constraints.append(PairMargins(self.pairs, self.pair_labels))
         else:
             self.terms.append(PairHinge(self.pairs, self.pair_labels, self.C))
+
+    def _geometry(self):
+        return Geometry(GeometryKind.THRESHOLD, threshold="b")
+
+    def jax_terms(self, online=False):
+        """Hard-margin POLA (``C=None``) is solved on the JAX backend by the online algorithm only,
+        which visits the pairs carried by a :class:`PairHinge` term that no batch solver minimises."""
+        if self.C is not None:
+            return list(self.terms)
+        if not online:
+            raise InputError(
+                "backend='jax' solves hard-margin POLA (C=None) only with solver='online' (the paper's online "
+                "algorithm): a first-order batch method cannot project onto every pair's margin at once. Pass a "
+                "soft margin C, or use backend='cvxpy'."
+            )
+        return list(self.terms) + [PairHinge(self.pairs, self.pair_labels, 1.0)]
+
+    #: the JAX backend's online solver (Shalev-Shwartz et al.'s algorithm) applies to this problem
+    online_solvable = True
 
     def repair(self, V):
         """Scale ``(M, b)`` up until every hard margin holds (margins scale linearly)."""

@@ -33,6 +33,7 @@ import cvxpy as cp
 import numpy as np
 
 from .._validation import check_real
+from ..protocols import DualPiece
 
 
 def smoothed_hinge(h, s):
@@ -70,11 +71,40 @@ def register(cls):
     return cls
 
 
+def term_from_config(config):
+    """The term described by ``config`` (the dict of :meth:`Term.config`); an unknown name or
+    arguments the class does not take raise :class:`~metricopt.errors.InputError`."""
+    from ..errors import InputError
+
+    if not isinstance(config, dict) or "term" not in config:
+        raise InputError(f"a term's configuration must be a dict with a 'term' name; got {config!r}.")
+    args = {k: v for k, v in config.items() if k != "term"}
+    cls = TERMS.get(config["term"])
+    if cls is None:
+        raise InputError(f"unknown term {config['term']!r}; known terms: {', '.join(sorted(TERMS))}.")
+    try:
+        return cls(**args)
+    except TypeError as exc:
+        raise InputError(f"cannot rebuild the term {config['term']!r} from {args}: {exc}") from None
+
+
 class Term:
-    """Base class of objective terms (see the module docstring)."""
+    """Base class of objective terms (see the module docstring and :class:`metricopt.protocols.Term`).
+
+    A new term overrides ``value`` and ``cvxpy``; for the JAX backend, ``jax_data`` and the pure-JAX
+    ``jax_value`` (its gradient then comes from autodiff, or the term overrides ``jax_value_grad``);
+    for the certificate, ``dual_piece``. ``has_jax`` is true as soon as ``jax_value`` is given.
+    """
 
     convex = True
     uses_working_set = False
+    #: whether the JAX value is smoothed by the ``smoothing`` width (the loop then drives it down)
+    jax_smoothed = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "has_jax" not in cls.__dict__:
+            cls.has_jax = getattr(cls, "jax_value") is not Term.__dict__["jax_value"]
 
     def value(self, problem, V):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -83,6 +113,10 @@ class Term:
         """Return ``(expression, [constraints])``."""
         raise NotImplementedError
 
+    def dual_piece(self, problem):
+        """The term's place in the certificates' dual (:class:`metricopt.protocols.DualPiece`), or
+        ``None``: the certificates then refuse (:class:`~metricopt.errors.NotCertifiableError`)."""
+        return None
 
     #: whether the term provides the JAX pieces below (``backend="jax"``)
     has_jax = False
@@ -91,18 +125,33 @@ class Term:
         """Arrays (a dict of numpy float64 / int arrays) the JAX piece needs."""
         raise NotImplementedError(f"the term {self!r} has no JAX piece; backend='jax' cannot solve this problem.")
 
-    @staticmethod
-    def jax_value_grad(data, V, active=None, smoothing=0.0):  # pragma: no cover - abstract
-        """``(value, exact_value, gradients)`` at a point ``V`` (dict of JAX arrays, ``V["M"]`` symmetric)."""
-        raise NotImplementedError
+    @classmethod
+    def jax_value_grad(cls, data, V, active=None, smoothing=0.0):
+        """``(value, exact_value, gradients)`` at a point ``V`` (dict of JAX arrays, ``V["M"]`` symmetric).
+
+        Default: ``jax.value_and_grad`` of :meth:`jax_value` over every variable of ``V`` (the ``M``
+        gradient symmetrised); terms with a cheaper matrix form override it."""
+        import jax
+
+        value, grads = jax.value_and_grad(lambda W: cls.jax_value(data, W, active, smoothing))(dict(V))
+        if "M" in grads:
+            grads["M"] = 0.5 * (grads["M"] + grads["M"].T)
+        exact = cls.jax_value(data, V, active, 0.0) if cls.jax_smoothed else value
+        return value, exact, grads
 
     @staticmethod
     def jax_value(data, V, active=None, smoothing=0.0):  # pragma: no cover - abstract
-        """The (smoothed) value alone, for ``jax.grad`` checks."""
+        """The (smoothed) value alone, in pure JAX."""
         raise NotImplementedError
 
     def describe(self):
         return type(self).__name__
+
+    def config(self):
+        """The term as a JSON-serialisable dict ``{"term": class name, **constructor arguments}``, from
+        which :func:`term_from_config` rebuilds it (model files store regularizers this way); ``None``
+        for a term that holds data arrays and cannot be stored so."""
+        return None
 
     def __repr__(self):
         return self.describe()
@@ -124,6 +173,9 @@ class Linear(Term):
 
     def linear_part(self, d):
         return self.P
+
+    def dual_piece(self, problem):
+        return DualPiece(linear=np.asarray(self.linear_part(problem.d), dtype=np.float64))
 
     has_jax = True
 
@@ -163,6 +215,9 @@ class Trace(Term):
     def linear_part(self, d):
         return self.lam * np.eye(d)
 
+    def dual_piece(self, problem):
+        return DualPiece(linear=self.linear_part(problem.d))
+
     has_jax = True
     jax_data = Linear.jax_data  # <lam I, M> through linear_part
     jax_value_grad = Linear.jax_value_grad
@@ -170,6 +225,9 @@ class Trace(Term):
 
     def describe(self):
         return f"Trace(lam={self.lam:g})"
+
+    def config(self):
+        return {"term": "Trace", "lam": float(self.lam)}
 
 
 @register
@@ -184,6 +242,9 @@ class Frobenius(Term):
 
     def cvxpy(self, problem, V, ws=None):
         return 0.5 * self.lam * cp.sum_squares(V["M"]), []
+
+    def dual_piece(self, problem):
+        return DualPiece(strong_convexity=self.lam)
 
     has_jax = True
 
@@ -204,6 +265,9 @@ class Frobenius(Term):
     def describe(self):
         return f"Frobenius(lam={self.lam:g})"
 
+    def config(self):
+        return {"term": "Frobenius", "lam": float(self.lam)}
+
 
 @register
 class HalfSquare(Term):
@@ -218,6 +282,9 @@ class HalfSquare(Term):
 
     def cvxpy(self, problem, V, ws=None):
         return 0.5 * self.weight * cp.square(V[self.var]), []
+
+    def dual_piece(self, problem):
+        return DualPiece(loss="threshold_square", weight=self.weight)
 
     has_jax = True
 
@@ -310,13 +377,16 @@ class TripletHinge(Term):
         if ws.shape[0] == 0 or self.weight == 0.0:
             return cp.Constant(0.0), []
         A = problem.triplet_rows(ws[:, 0], ws[:, 1], ws[:, 2])
-        if getattr(problem, "psd_blocks", None) is not None:
+        if problem.geometry.blocks is not None:
             # lifted rows touch at most two diagonal blocks of vec(M~): pass them sparse
             import scipy.sparse
 
             A = scipy.sparse.csr_matrix(A)
         xi = cp.Variable(ws.shape[0], nonneg=True, name="xi")
         return self.weight * cp.sum(xi), [A @ V["Mvec"] >= 1 - xi]
+
+    def dual_piece(self, problem):
+        return DualPiece(loss="triplet_hinge", weight=self.weight)
 
     # ------------------------------------------------------------ JAX piece
     has_jax = True
@@ -476,6 +546,9 @@ class SqrtDistances(Term):
         u = cp.Variable(len(self.pairs), name="sqrt_d")
         return self.weight * cp.sum(u) / np.sqrt(sc), [cp.SOC(t + 1, cp.vstack([2 * u, t - 1]), axis=0)]
 
+    def dual_piece(self, problem):
+        return DualPiece(loss="sqrt_distances", weight=self.weight)
+
     has_jax = True
 
     def jax_data(self, problem):
@@ -543,6 +616,9 @@ class PairHinge(Term):
         xi = cp.Variable(len(self.pairs), nonneg=True, name="xi")
         margin = cp.multiply(self.labels, V["b"] - A @ V["Mvec"])
         return self.C * cp.sum(xi), [margin >= 1 - xi]
+
+    def dual_piece(self, problem):
+        return DualPiece(loss="pair_hinge", weight=self.C)
 
     has_jax = True
     jax_smoothed = True

@@ -31,26 +31,15 @@ Solvers
     Shalev-Shwartz, Singer & Ng's online algorithm: per pair, projection onto its margin
     half-space, then onto ``{M PSD, b >= 1}``; one iteration is one pass over the pairs.
 
-Measured (``python -m metricopt.backends.jax.benchmark``; 2 shared CPU cores, compiled
-beforehand, seconds without the benchmark's extra certificates; LMNN k=3, mu=0.5, standardized
-data, digits PCA to 25 dimensions): time to a certified relative gap of
-
-==================  =====================  ======================
-data (n, d)         subgradient 1e-3/1e-6  fista 1e-3 / 1e-6
-==================  =====================  ======================
-iris (150, 4)       never (stalls 6.8e-3)  0.15 s / 0.20 s
-wine (178, 13)      never (stalls 1.7e-2)  1.9 s / 2.2 s
-digits (1797, 25)   never (1.1e-1 @ 120 s) 18 s / 28 s
-==================  =====================  ======================
-
-The reference's step rule stops making progress at a kink of the hinge (every step
-increases the objective, the step underflows) well before any of these gaps.
+Measured times to certified gaps (reference against FISTA) are in
+``benchmarks/results/jax_solvers.md`` (``python benchmarks/jax_solvers.py``): the reference's
+step rule stops making progress at a kink of the hinge well before a gap of 1e-3.
 """
 
-from .backend import OPTIONS, solve
+from .backend import NAME, OPTIONS, Options, accepts, solve
 from .loop import TRACES, Objective, project_psd, run_chunk
 from .geometry import Geometry
-from .solvers import DEFAULT_SOLVER, FISTA, SOLVERS, OnlinePOLA, Subgradient
+from .solvers import DEFAULT_SOLVER, FISTA, SOLVERS, OnlinePOLA, Solver, Subgradient
 
-__all__ = ["solve", "OPTIONS", "SOLVERS", "DEFAULT_SOLVER", "FISTA", "Subgradient", "OnlinePOLA", "Objective",
+__all__ = ["solve", "accepts", "Options", "NAME", "OPTIONS", "SOLVERS", "DEFAULT_SOLVER", "FISTA", "Subgradient", "Solver", "OnlinePOLA", "Objective",
            "Geometry", "project_psd", "run_chunk", "TRACES"]

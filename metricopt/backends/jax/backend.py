@@ -3,25 +3,73 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, fields
+from typing import Any, Callable
 
 import numpy as np
 
 from ..._validation import check_choice, check_int, check_real
+from ...certify.certificate import Verdict
+from ...certify.policy import decide_status
+from ...protocols import DualPiece
 from ...errors import InputError, UnknownOptionError
 from ...solution import Solution, Status
 from .geometry import Setup
-from .solvers import DEFAULT_SOLVER, SOLVERS
+from .geometry import accepts as _accepts
+from .solvers import DEFAULT_SOLVER, SOLVERS, SMOOTHING_MIN
 
-OPTIONS = ("solver", "max_iter", "tol", "verbose", "check_every", "certify_every", "margin", "time_limit", "init",
-           "devices", "callback")
+NAME = "jax"
 
-#: the smoothing width is multiplied by this factor at each continuation step ...
-SMOOTHING_DECREASE = 0.5
-#: ... taken when a chunk's decrease of the smoothed objective falls below this fraction of
-#: the smoothing bias ``f_s(M) - f(M)`` (the smoothed problem is then solved well enough)
-SMOOTHING_PROGRESS = 0.02
-#: smallest smoothing width (hinge arguments are O(1): the unit margin)
-SMOOTHING_MIN = 1e-6
+
+@dataclass(frozen=True)
+class Options:
+    """The JAX backend's options, every default stated once (see :func:`solve`)."""
+
+    solver: str | None = None
+    max_iter: int = 20_000
+    tol: float = 1e-6
+    verbose: bool = False
+    check_every: int = 10
+    certify_every: int = 50
+    margin: float = 0.2
+    time_limit: float | None = None
+    init: Any = None
+    devices: Any = None
+    callback: Callable | None = None
+
+    @classmethod
+    def resolve(cls, options: dict) -> "Options":
+        """Checked options from keyword arguments (``None`` for a number: its default)."""
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(options) - set(names))
+        if unknown:
+            raise UnknownOptionError(
+                f"unknown option(s) for backend='jax': {unknown}; accepted: {', '.join(names)}."
+            )
+        opts = cls(**{k: v for k, v in options.items() if v is not None})
+        name = check_choice(str(opts.solver or DEFAULT_SOLVER).lower(), "solver", tuple(SOLVERS))
+        time_limit = opts.time_limit
+        if time_limit is not None:
+            time_limit = check_real(time_limit, "time_limit", low=0.0, low_open=True)
+        if opts.callback is not None and not callable(opts.callback):
+            raise InputError(f"callback must be a callable callback(info) -> bool | None; got {opts.callback!r}.")
+        return cls(solver=name, max_iter=check_int(opts.max_iter, "max_iter", low=1),
+                   tol=check_real(opts.tol, "tol", low=0.0, low_open=True), verbose=bool(opts.verbose),
+                   check_every=check_int(opts.check_every, "check_every", low=1),
+                   certify_every=check_int(opts.certify_every, "certify_every", low=1),
+                   margin=check_real(opts.margin, "margin", low=0.0), time_limit=time_limit, init=opts.init,
+                   devices=opts.devices, callback=opts.callback)
+
+
+#: the option names (for messages and the command line)
+OPTIONS = tuple(f.name for f in fields(Options))
+
+
+def accepts(problem):
+    """``(True, "")`` when the JAX backend solves ``problem``, else ``(False, reason)`` (read from the
+    problem's declared geometry and terms)."""
+    return _accepts(problem)
+
 #: consecutive chunks without any change of M after which the solve is declared stalled
 STALL_CHUNKS = 5
 #: after a certificate at iteration ``k`` the next one comes ``max(certify_every, CERTIFY_GROWTH * k)``
@@ -46,31 +94,23 @@ MIN_CAPACITY = 256
 MAX_CHECK_FACTOR = 8
 
 
-def _jax_terms(problem, name):
-    """The terms the jitted loop sees: the problem's own, except for hard-margin POLA, which only the
-    online solver handles (it visits the pairs, carried by a PairHinge term that no batch solver
-    minimises)."""
-    from ...problems.pola import POLAProblem
-    from ...problems.terms import PairHinge
-
-    is_pola = isinstance(problem, POLAProblem)
-    if name == "online" and not is_pola:
+def _jax_terms(problem, solver):
+    """The terms the jitted loop sees (``problem.jax_terms``): an online solver needs a problem that
+    declares ``online_solvable`` (POLA)."""
+    if solver.online and not getattr(problem, "online_solvable", False):
         raise InputError(f"solver='online' is POLA's online algorithm; {problem.method} has no online solver here.")
-    if is_pola and problem.C is None:
-        if name != "online":
-            raise InputError(
-                "backend='jax' solves hard-margin POLA (C=None) only with solver='online' (the paper's online "
-                "algorithm): a first-order batch method cannot project onto every pair's margin at once. Pass a "
-                "soft margin C, or use backend='cvxpy'."
-            )
-        return list(problem.terms) + [PairHinge(problem.pairs, problem.pair_labels, 1.0)]
-    return list(problem.terms)
+    return problem.jax_terms(online=solver.online)
 
 
-def solve(problem, solver=None, max_iter=20_000, tol=1e-6, verbose=False, check_every=10, certify_every=50,
-          margin=0.2, time_limit=None, init=None, devices=None, callback=None, **unknown):
+def solve(problem, **options):
     """Solve an LMNN, MMC or soft-margin POLA problem by a first-order method in JAX (float64,
-    CPU or GPU); hard-margin POLA by its online algorithm only.
+    CPU or GPU); hard-margin POLA by its online algorithm only; a problem with a factor geometry
+    (``problem.factored(r)``: ``M = L^T L`` with a rectangular ``L``, non-convex) to a stationary point.
+
+    Which problems it accepts is read from their declarations (:func:`accepts`). For a factor
+    geometry no certificate is taken (the problem is not convex): the solve stops when the smoothing
+    width reached its minimum and the relative gradient norm ``||grad_L|| ||L|| / |f|`` is at most
+    ``tol``, with status ``stationary`` (never ``optimal``); ``init`` is then the ``(r, d)`` factor.
 
     Every ``check_every`` iterations (LMNN) all triplets are searched (blocked, memory
     ``O(block * n)``) and the active set (hinge argument ``> -margin``) rebuilt; every
@@ -131,23 +171,14 @@ def solve(problem, solver=None, max_iter=20_000, tol=1e-6, verbose=False, check_
         propagate. Time spent in the callback counts towards ``time_limit`` and the statistics
         (``stats["callback_time"]``). Used by :mod:`metricopt.early_stopping`.
     """
-    if unknown:
-        raise UnknownOptionError(
-            f"unknown option(s) for backend='jax': {sorted(unknown)}; accepted: {', '.join(OPTIONS)}."
-        )
+    opts = Options.resolve(options)
     setup = Setup(problem)
-    name = check_choice(str(solver or DEFAULT_SOLVER).lower(), "solver", tuple(SOLVERS))
-    terms = _jax_terms(problem, name)
-    max_iter = check_int(max_iter, "max_iter", low=1)
-    tol = check_real(tol, "tol", low=0.0, low_open=True)
-    check_every = check_int(check_every, "check_every", low=1)
-    certify_every = check_int(certify_every, "certify_every", low=1)
-    margin = check_real(margin, "margin", low=0.0)
-    if time_limit is not None:
-        time_limit = check_real(time_limit, "time_limit", low=0.0, low_open=True)
-    if callback is not None and not callable(callback):
-        raise InputError(f"callback must be a callable callback(info) -> bool | None; got {callback!r}.")
-    if init is None and getattr(SOLVERS[name], "scaled_start", False) and any(t.uses_working_set for t in terms):
+    solver = SOLVERS[opts.solver]
+    terms = _jax_terms(problem, solver)
+    init = opts.init
+    if setup.factor:
+        Z0 = setup.initial_point() if init is None else _check_factor(init, setup.declared.rank, problem.d)
+    elif init is None and solver.scaled_start and any(t.uses_working_set for t in terms):
         Z0 = setup.from_point({"M": _best_scale(problem) * np.eye(problem.d)})
     elif init is None:
         Z0 = setup.initial_point()
@@ -159,10 +190,17 @@ def solve(problem, solver=None, max_iter=20_000, tol=1e-6, verbose=False, check_
 
     import jax
 
-    mesh = _mesh(devices, problem)
+    mesh = _mesh(opts.devices, problem)
     with jax.enable_x64(True):
-        return _solve(problem, setup, terms, Z0, name, SOLVERS[name], max_iter, tol, bool(verbose), check_every,
-                      certify_every, margin, time_limit, mesh, callback)
+        return _solve(problem, setup, terms, Z0, solver, opts, mesh)
+
+
+def _check_factor(L, r, d):
+    """An ``(r, d)`` finite starting factor."""
+    L = np.asarray(L.L if isinstance(L, Solution) else L, dtype=np.float64)
+    if L.shape != (r, d) or not np.all(np.isfinite(L)):
+        raise InputError(f"init must be a finite ({r}, {d}) factor L for this rank-{r} problem; got shape {L.shape}.")
+    return L
 
 
 def _best_scale(problem, shrink=2.0, golden_steps=6):
@@ -238,21 +276,25 @@ def _new_violators(old, new, h):
     return int(np.sum(~np.isin(knew, key(old))))
 
 
-def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, check_every, certify_every, margin,
-           time_limit, mesh=None, callback=None):
+def _solve(problem, setup, terms, Z0, solver, opts, mesh=None):
     import jax.numpy as jnp
 
     from ...certify import certify
     from .loop import run_chunk
 
+    name, max_iter, tol, verbose = solver.name, opts.max_iter, opts.tol, opts.verbose
+    check_every, certify_every, margin = opts.check_every, opts.certify_every, opts.margin
+    time_limit, callback = opts.time_limit, opts.callback
+    factor = setup.factor  # non-convex: stationarity instead of certificates
     t0 = time.perf_counter()
     term_classes = tuple(type(t) for t in terms)
+    roles = tuple((t.dual_piece(problem) or _NO_PIECE).loss for t in terms)
     data = tuple({k: jnp.asarray(v) for k, v in t.jax_data(problem).items()} for t in terms)
     geometry = setup.geometry
     gdata = {"T": jnp.asarray(setup.gdata["T"])} if "T" in setup.gdata else {}
-    smoothed = solver.smoothing and any(getattr(t, "jax_smoothed", False) for t in terms)
+    smoothed = solver.smoothing and any(t.jax_smoothed for t in terms)
     extras = problem.extra_variables
-    online = getattr(solver, "online", False)
+    online = solver.online
 
     Z = np.asarray(geometry.project(jnp.asarray(Z0)), dtype=np.float64)
     state = solver.init(jnp.asarray(Z))
@@ -268,6 +310,8 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
     dtype = str(state["M"].dtype)
 
     def certify_point(V):
+        if factor:
+            return None
         return certify(problem, V["M"], tol=tol, **{k: V[k] for k in extras})
 
     it, unchanged, interval = 0, 0, check_every
@@ -277,7 +321,7 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
     cert, cert_V, cert_it, cert_time, cert_calls = None, None, None, 0.0, 0
     last_cert, cert_end = 0.0, 0.0
     # rollback safeguard (solvers that promise descent, on problems with working sets)
-    guarded = getattr(solver, "monotone", False) and any(t.uses_working_set for t in terms)
+    guarded = solver.monotone and any(t.uses_working_set for t in terms)
     prev, prev_sizes, prev_prev_sizes, rejections, total_rejections, state_iters = None, {}, {}, 0, 0, 0
     status, message = None, ""
     callback_time, callback_calls, stopped = 0.0, 0, None  # stopped: (point, iteration) a callback stopped at
@@ -339,6 +383,16 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
                  "new_violators": new_viol, "smoothing": float(state["s"]) if smoothed else 0.0, "rel_gap": None}
         if it > 0:
             entry.update(solver.diagnostics(state))
+        stationary = False
+        if factor:
+            # non-convex: no certificate; the relative gradient norm at the iterate (current smoothing)
+            probe = run_chunk(solver, term_classes, geometry, data, gdata, tuple(actives), state,
+                              jnp.asarray(0, jnp.int32), roles)
+            gnorm = float(probe["grad_norm"]) if "grad_norm" in probe else float("inf")
+            rel = gnorm * float(np.linalg.norm(Z)) / max(abs(float(probe["f"])), 1e-300)
+            entry["stationarity"] = rel
+            at_min_width = not smoothed or float(state["s"]) <= SMOOTHING_MIN * (1 + 1e-9)
+            stationary = at_min_width and rel <= tol
         # ---- certificate: every certify_every iterations, more sparsely later on (a deterministic
         # schedule, so that a solve is reproducible); always before giving up
         due = it - cert_it >= max(certify_every, int(CERTIFY_GROWTH * cert_it)) if cert is not None else True
@@ -346,7 +400,7 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
             # an expensive certificate (e.g. POLA's restricted dual program) waits until the iterations
             # since the last one took CERTIFY_SHARE times as long: certificates stay a bounded share of the time
             due = now - cert_end >= CERTIFY_SHARE * last_cert
-        if due or done or online:
+        if (due or done or online) and not factor:
             tc = time.perf_counter()
             cert = certify_point(V)
             last_cert = time.perf_counter() - tc
@@ -382,6 +436,10 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
         if entry["rel_gap"] is not None and cert.rel_gap <= tol:
             status, message = Status.OPTIMAL, f"certificate within tol {tol:.1e} after {it} iterations"
             break
+        if stationary:
+            status = Status.STATIONARY
+            message = f"relative gradient norm {entry['stationarity']:.2e} <= tol {tol:.1e} after {it} iterations"
+            break
         if stop_requested:
             status, message = Status.EARLY_STOPPED, f"the callback stopped the solve at iteration {it}"
             stopped = (V, it)
@@ -394,15 +452,15 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
         # ---- re-check interval: lengthened while re-checks find no new violated triplet
         if solver.adaptive_checks:
             interval = check_every if new_viol else min(2 * interval, MAX_CHECK_FACTOR * check_every)
-        # ---- smoothing continuation (driven by the chunk's progress)
-        if smoothed and it > 0:
-            state = _continuation(state, bool(solver.converged(state)))
+        # ---- the solver's own step between chunks (FISTA: the smoothing continuation)
+        if it > 0:
+            state = solver.between_chunks(state, smoothed)
         # ---- one jitted chunk of iterations (online: one pass over the pairs per iteration)
         steps = 1 if online else min(interval, max_iter - it)
         Z_prev = Z
         prev, prev_prev_sizes = (Z, state, obj), dict(prev_sizes)
         state = run_chunk(solver, term_classes, geometry, data, gdata, tuple(actives), state,
-                          jnp.asarray(steps, jnp.int32))
+                          jnp.asarray(steps, jnp.int32), roles)
         Z = np.array(state["M"], dtype=np.float64)
         it = state_iters = int(state["iterations"])
         unchanged = unchanged + 1 if np.array_equal(Z, Z_prev) else 0
@@ -412,6 +470,11 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
                 message = (f"the online algorithm made no update in pass {it}: every pair meets its margin; an online "
                            "learner stops at a feasible point, not at the batch optimum (use solver='fista' or the "
                            "exact backend for that)")
+            if factor:
+                status = Status.ITERATION_LIMIT
+                message = (f"the iterates stalled at iteration {it} (relative gradient norm "
+                           f"{history[-1].get('stationarity', float('nan')):.2e} > tol {tol:.1e}): not shown stationary")
+                break
             # certify the last iterate before stopping
             V = setup.to_point(Z)
             tc = time.perf_counter()
@@ -420,6 +483,8 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
             cert_calls += 1
             break
 
+    if factor:
+        return _factor_solution(problem, setup, best, status, message, history, state, name, t0)
     # ---- result: a certified optimum, the iterate a callback stopped at, else the best iterate seen at a
     # re-check (certified)
     if status is Status.OPTIMAL or best is None:
@@ -431,15 +496,15 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
             cert = certify_point(V_out)
             cert_time += time.perf_counter() - tc
             cert_calls += 1
-        if cert.rel_gap <= tol:
-            message += "; but the final certificate proves optimality"
-            status = Status.OPTIMAL
+        status, note = decide_status(status, cert)
+        if note:
+            message += f"; {note}"
     if V_out is None:
         return Solution(M=None, objective=float("nan"), status=status, backend="jax", solver=name,
                         stats={"time": time.perf_counter() - t0, "iterations": it, "history": history},
                         message=f"{status.message} ({message})")
     message += f"; certified relative gap {cert.rel_gap:.2e}"
-    if cert.verdict == "infeasible":
+    if cert.verdict is Verdict.INFEASIBLE:
         message += f" (the iterate is infeasible: {cert.details.get('reason', '')})"
     stats = {
         "time": time.perf_counter() - t0,
@@ -471,17 +536,20 @@ def _solve(problem, setup, terms, Z0, name, solver, max_iter, tol, verbose, chec
                     certificate=cert, variables=variables)
 
 
-def _continuation(state, converged):
-    """Shrink the smoothing width once the smoothed problem is solved well enough: the solver
-    says so (``converged``), or the last chunk decreased the smoothed objective by less than
-    ``SMOOTHING_PROGRESS`` times the smoothing bias ``f_s(M) - f(M)``; the momentum restarts."""
-    import jax.numpy as jnp
+def _factor_solution(problem, setup, best, status, message, history, state, name, t0):
+    """The Solution of a non-convex (factor geometry) solve: the best iterate seen at a re-check,
+    ``M = L^T L`` with its ``(r, d)`` factor, no certificate, never ``optimal``."""
+    status, note = decide_status(status, None, convex=False)
+    if note:
+        message += f"; {note}"
+    obj, V, it_out = best
+    stats = {"time": time.perf_counter() - t0, "iterations": int(state["iterations"]), "best_iteration": it_out,
+             "evaluations": int(state["evals"]), "history": history,
+             "stationarity": history[-1].get("stationarity") if history else None,
+             "active_set_size": history[-1]["active_set"] if history else 0, "smoothing": float(state["s"]),
+             "solver_objective": float(state["fx"]), "rank": setup.declared.rank}
+    return Solution(M=V["M"], L=V["L"], objective=float(problem.objective(V["M"])), status=status, backend="jax",
+                    solver=name, stats=stats, message=f"{status.message} ({message})")
 
-    progress = float(state["f_start"] - state["f"])
-    bias = abs(float(state["f"] - state["fx"]))  # smoothing may bias either way (hinge up, MMC's roots down)
-    s = float(state["s"])
-    if (not converged and progress > SMOOTHING_PROGRESS * bias) or s <= SMOOTHING_MIN:
-        return state
-    s_new = max(s * SMOOTHING_DECREASE, SMOOTHING_MIN)
-    return {**state, "s": jnp.asarray(s_new, state["s"].dtype), "t": jnp.ones_like(state["t"]),
-            "Mprev": state["M"], "L": state["L"] * (s / s_new) ** 0.5}
+
+_NO_PIECE = DualPiece()

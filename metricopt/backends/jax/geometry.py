@@ -17,6 +17,11 @@ and ``V["b"]`` for POLA) and :meth:`Geometry.pack_grad` maps the terms' gradient
 ``"threshold"`` (POLA)
     ``Z = blockdiag(M, b - 1)`` of size ``d + 1``: ``Z PSD`` is exactly
     ``M PSD, b >= 1`` (Shalev-Shwartz et al., ICML 2004, the set ``C^b``).
+``"factor"`` (LMNN-R; any problem after ``problem.factored(r)``)
+    ``Z = L``, a rectangular ``r x d`` matrix, unconstrained, ``M = L^T L``; the gradient
+    ``dM -> 2 L dM`` (chain rule, ``dM`` symmetric). Not convex: the loop stops at stationary points.
+
+:class:`Setup` reads the problem's declared :class:`metricopt.protocols.Geometry`, never its class.
 
 ``unpack`` uses only slicing and matrix products, so it works on numpy arrays too.
 """
@@ -28,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import InputError
+from ...protocols import GeometryKind
 
 
 def _clip_spectrum(w, trace_bound=None):
@@ -72,6 +78,8 @@ class Geometry:
     diagonal: bool = False
 
     def unpack(self, Z, gdata):
+        if self.kind == "factor":
+            return {"M": Z.T @ Z}
         if self.kind == "budget":
             T = gdata["T"]
             return {"M": T @ Z @ T}
@@ -82,6 +90,9 @@ class Geometry:
     def pack_grad(self, grads, Z, gdata):
         import jax.numpy as jnp
 
+        if self.kind == "factor":
+            GM = grads.get("M", jnp.zeros((Z.shape[1], Z.shape[1]), Z.dtype))
+            return 2.0 * Z @ (0.5 * (GM + GM.T))
         GM = grads.get("M", jnp.zeros_like(Z if self.kind != "threshold" else Z[:-1, :-1]))
         if self.kind == "budget":
             T = gdata["T"]
@@ -95,6 +106,8 @@ class Geometry:
     def project(self, Z):
         import jax.numpy as jnp
 
+        if self.kind == "factor":
+            return Z
         if self.kind == "budget":
             return project_psd(Z, trace_bound=1.0, diagonal=self.diagonal)
         if self.kind == "threshold":
@@ -103,24 +116,36 @@ class Geometry:
         return project_psd(Z)
 
 
+def accepts(problem):
+    """``(True, "")`` when the JAX backend solves ``problem``, else ``(False, reason)``: read from its
+    declared geometry and terms."""
+    geo = problem.geometry
+    name = type(problem).__name__
+    if not problem.terms:
+        return False, (f"backend='jax' solves problems whose terms all have a JAX piece; got {name}, which has no "
+                       "objective terms. Use backend='cvxpy'.")
+    if geo.kind is GeometryKind.PSD and (geo.diagonal or problem.constraints or problem.extra_variables):
+        return False, "backend='jax' handles unconstrained LMNN-type problems over a full PSD M only."
+    bad = [t for t in problem.terms if not getattr(t, "has_jax", False)]
+    if bad:
+        return False, f"backend='jax' has no JAX piece for the term(s) {bad}; use backend='cvxpy'."
+    return True, ""
+
+
 class Setup:
-    """A problem as the JAX backend sees it: its geometry, the geometry's data, and the maps
-    between points ``V`` (numpy) and the solver's ``Z``."""
+    """A problem as the JAX backend sees it: its geometry (from ``problem.geometry``), the geometry's
+    data, and the maps between points ``V`` (numpy) and the solver's ``Z``."""
 
     def __init__(self, problem):
-        from ...problems.lmnn import LMNNProblem
-        from ...problems.mmc import MMCProblem
-        from ...problems.pola import POLAProblem
-
+        ok, reason = accepts(problem)
+        if not ok:
+            raise InputError(reason)
         self.problem = problem
+        self.declared = geo = problem.geometry
         self.gdata = {}
-        if isinstance(problem, LMNNProblem):
-            if problem.diagonal or problem.constraints or problem.extra_variables:
-                raise InputError("backend='jax' handles unconstrained LMNN-type problems over a full PSD M only.")
-            self.geometry = Geometry("psd")
-        elif isinstance(problem, MMCProblem):
-            S = problem.similar_matrix
-            if problem.diagonal:
+        if geo.kind is GeometryKind.BUDGET:
+            S = geo.budget
+            if geo.diagonal:
                 s = np.diag(S)
                 if np.any(s <= 1e-12 * max(s.max(), 1e-300)):
                     raise InputError(_singular_budget_message(problem))
@@ -130,46 +155,52 @@ class Setup:
                 if w[0] <= 1e-12 * max(w[-1], 1e-300):
                     raise InputError(_singular_budget_message(problem))
                 self.gdata = {"T": (U * w ** -0.5) @ U.T, "Tinv": (U * w ** 0.5) @ U.T}
-            self.geometry = Geometry("budget", problem.diagonal)
-        elif isinstance(problem, POLAProblem):
-            self.geometry = Geometry("threshold")
-        else:
-            raise InputError(
-                f"backend='jax' solves LMNN, MMC and POLA problems; got {type(problem).__name__}. "
-                "Use backend='cvxpy'."
-            )
-        bad = [t for t in problem.terms if not getattr(t, "has_jax", False)]
-        if bad:
-            raise InputError(f"backend='jax' has no JAX piece for the term(s) {bad}; use backend='cvxpy'.")
+        self.geometry = Geometry(geo.kind.value, geo.diagonal)
+
+    @property
+    def factor(self):
+        """Whether the solver moves a rectangular factor ``L`` (non-convex)."""
+        return self.declared.kind is GeometryKind.FACTOR
 
     def to_point(self, Z):
-        """``V`` (numpy float64) from the solver's ``Z``."""
-        V = self.geometry.unpack(np.asarray(Z, dtype=np.float64), self.gdata)
+        """``V`` (numpy float64) from the solver's ``Z`` (for a factor, ``V["L"]`` too)."""
+        Z = np.asarray(Z, dtype=np.float64)
+        V = self.geometry.unpack(Z, self.gdata)
         V = {k: (0.5 * (v + v.T) if k == "M" else float(v)) for k, v in V.items()}
-        if self.geometry.kind == "budget" and self.problem.diagonal:
+        if self.declared.kind is GeometryKind.BUDGET and self.declared.diagonal:
             V["M"] = np.diag(np.diag(V["M"]))
+        if self.factor:
+            V["L"] = Z
         return V
 
     def from_point(self, V):
         """The solver's ``Z`` (numpy) for a point ``V``; for MMC the metric is first scaled onto
-        the budget ``<S, M> = 1`` (MMC's objective grows with the scale of ``M``)."""
+        the budget ``<S, M> = 1`` (MMC's objective grows with the scale of ``M``); for a factor, ``V["L"]``."""
+        kind = self.declared.kind
+        if kind is GeometryKind.FACTOR:
+            return np.asarray(V["L"], dtype=np.float64)
         M = np.asarray(V["M"], dtype=np.float64)
-        kind = self.geometry.kind
-        if kind == "budget":
-            budget = float(np.sum(self.problem.similar_matrix * M))
+        if kind is GeometryKind.BUDGET:
+            budget = float(np.sum(self.declared.budget * M))
             if budget <= 0:
                 raise InputError("init must have a positive similar-pair budget <S, M> for MMC.")
             Z = self.gdata["Tinv"] @ (M / budget) @ self.gdata["Tinv"]
-            return np.diag(np.diag(Z)) if self.problem.diagonal else 0.5 * (Z + Z.T)
-        if kind == "threshold":
+            return np.diag(np.diag(Z)) if self.declared.diagonal else 0.5 * (Z + Z.T)
+        if kind is GeometryKind.THRESHOLD:
             Z = np.zeros((M.shape[0] + 1,) * 2)
             Z[:-1, :-1] = M
-            Z[-1, -1] = float(V.get("b", 1.0)) - 1.0
+            Z[-1, -1] = float(V.get(self.declared.threshold, 1.0)) - 1.0
             return Z
         return M
 
     def initial_point(self):
-        """The identity metric (MMC: scaled onto the budget; POLA: ``b = 1``)."""
+        """The identity metric (MMC: scaled onto the budget; POLA: ``b = 1``; a factor: the top
+        principal directions of the data, ``L = U_r^T``)."""
+        if self.factor:
+            X = self.problem.X
+            Xc = X - X.mean(axis=0)
+            w, U = np.linalg.eigh(Xc.T @ Xc)
+            return U[:, np.argsort(w)[::-1][: self.declared.rank]].T.copy()
         return self.from_point({"M": np.eye(self.problem.d), "b": 1.0})
 
 

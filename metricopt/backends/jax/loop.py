@@ -30,8 +30,9 @@ class Objective:
     variables and the gradient back by the :class:`~.geometry.Geometry`, whose projection
     is ``objective.project``."""
 
-    def __init__(self, term_classes, data, actives, geometry, gdata):
+    def __init__(self, term_classes, data, actives, geometry, gdata, roles=()):
         self.parts = tuple(zip(term_classes, data, actives))
+        self.roles = tuple(roles) or (None,) * len(self.parts)
         self.geometry, self.gdata = geometry, gdata
 
     def __call__(self, Z, s):
@@ -48,18 +49,19 @@ class Objective:
     def project(self, Z):
         return self.geometry.project(Z)
 
-    def term_data(self, cls):
-        """The data of the first term of class ``cls`` (e.g. the pairs an online solver visits)."""
-        return next(dat for c, dat, _ in self.parts if c is cls)
+    def loss_data(self, loss):
+        """The data of the first term whose dual piece declares the loss ``loss`` (e.g. the pairs of
+        ``"pair_hinge"`` an online solver visits)."""
+        return next(dat for (_, dat, _), role in zip(self.parts, self.roles) if role == loss)
 
 
-@functools.partial(jax.jit, static_argnames=("solver", "term_classes", "geometry"))
-def run_chunk(solver, term_classes, geometry, data, gdata, actives, state, n_steps):
+@functools.partial(jax.jit, static_argnames=("solver", "term_classes", "geometry", "roles"))
+def run_chunk(solver, term_classes, geometry, data, gdata, actives, state, n_steps, roles=()):
     """``solver.refresh``, then ``solver.update`` iterations until ``n_steps`` (dynamic) of them ran
     or ``solver.converged(state)`` (e.g. the smoothed problem is solved); all jitted. The state's
     ``iterations`` counts the updates."""
     TRACES["run_chunk"] += 1
-    objective = Objective(term_classes, data, actives, geometry, gdata)
+    objective = Objective(term_classes, data, actives, geometry, gdata, roles)
     state = solver.refresh(objective, state)
 
     def cond(carry):

@@ -21,9 +21,69 @@ change the smoothing).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import jax.numpy as jnp
 from jax import lax
+
+#: the smoothing width is multiplied by this factor at each continuation step ...
+SMOOTHING_DECREASE = 0.5
+#: ... taken when a chunk's decrease of the smoothed objective falls below this fraction of
+#: the smoothing bias ``f_s(M) - f(M)`` (the smoothed problem is then solved well enough)
+SMOOTHING_PROGRESS = 0.02
+#: smallest smoothing width (hinge arguments are O(1): the unit margin)
+SMOOTHING_MIN = 1e-6
+
+
+@dataclass(frozen=True)
+class Solver:
+    """The contract every solver of the JAX backend declares (frozen: a static argument of the jitted loop).
+
+    Declarations (class attributes, read by the driver; never probed with ``getattr``):
+
+    * ``name``;
+    * ``smoothing``: minimises the smoothed objective; the solver owns the width ``state["s"]``
+      and drives it down in :meth:`between_chunks` (continuation);
+    * ``adaptive_checks``: the driver may lengthen the re-check interval while nothing changes;
+    * ``monotone``: its iterates decrease the objective, so the driver may roll a chunk back and
+      call :meth:`shorten`;
+    * ``scaled_start``: start from the best multiple of the identity (problems with a working set);
+    * ``online``: one iteration is one pass over a loss's pairs (:meth:`update` visits them).
+
+    Methods: :meth:`init` (state from the starting matrix), :meth:`refresh` (recompute cached values
+    after the driver changed the active set), :meth:`update` (one iteration), :meth:`converged`
+    (ends a chunk early), :meth:`diagnostics`, :meth:`between_chunks`, :meth:`shorten`.
+    """
+
+    name: ClassVar[str] = "solver"
+    smoothing: ClassVar[bool] = False
+    adaptive_checks: ClassVar[bool] = False
+    monotone: ClassVar[bool] = False
+    scaled_start: ClassVar[bool] = False
+    online: ClassVar[bool] = False
+
+    def init(self, M0):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def refresh(self, objective, st):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def update(self, objective, st):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def converged(self, st):
+        return jnp.zeros((), bool)
+
+    def diagnostics(self, st):
+        return {}
+
+    def between_chunks(self, st, smoothed):
+        """The state for the next chunk (e.g. a smaller smoothing width); ``smoothed``: whether any
+        term is smoothed. Default: unchanged."""
+        return st
+
+    def shorten(self, st, rejected, factor):  # pragma: no cover - only monotone solvers
+        raise NotImplementedError(f"solver {self.name!r} does not support rollbacks")
 
 
 
@@ -38,7 +98,7 @@ def _common_state(M0, s):
 
 
 @dataclass(frozen=True)
-class Subgradient:
+class Subgradient(Solver):
     """The reference: Weinberger & Saul (JMLR 2009, Appendix A / Algorithm 1).
 
     Projected subgradient steps ``M <- P_psd(M - alpha G)`` on the exact hinge objective
@@ -47,9 +107,9 @@ class Subgradient:
     The first ``alpha`` moves ``M`` by ``step0 * ||M||_F``.
     """
 
-    name = "subgradient"
-    smoothing = False
-    adaptive_checks = False  # the paper re-checks all triplets every ~10 iterations
+    name: ClassVar[str] = "subgradient"
+    smoothing: ClassVar[bool] = False
+    adaptive_checks: ClassVar[bool] = False  # the paper re-checks all triplets every ~10 iterations
     grow: float = 1.01
     shrink: float = 0.5
     step0: float = 0.1
@@ -82,7 +142,7 @@ class Subgradient:
 
 
 @dataclass(frozen=True)
-class FISTA:
+class FISTA(Solver):
     """Accelerated projected gradient (FISTA, Beck & Teboulle 2009) on the hinge smoothed
     to a centred Huber of width ``s`` (driven down by the driver: continuation).
 
@@ -92,11 +152,11 @@ class FISTA:
     reset, so the iterates decrease monotonically.
     """
 
-    name = "fista"
-    smoothing = True
-    adaptive_checks = True
-    monotone = True  # the driver may roll a chunk back and shorten the steps (``shorten``)
-    scaled_start = True  # LMNN: start from the best multiple of the identity (the paper: the identity)
+    name: ClassVar[str] = "fista"
+    smoothing: ClassVar[bool] = True
+    adaptive_checks: ClassVar[bool] = True
+    monotone: ClassVar[bool] = True  # the driver may roll a chunk back and shorten the steps (``shorten``)
+    scaled_start: ClassVar[bool] = True  # LMNN: start from the best multiple of the identity (the paper: I)
     s0: float = 0.5
     step0: float = 0.1
     l_decrease: float = 0.7
@@ -105,7 +165,8 @@ class FISTA:
     def init(self, M0):
         st = _common_state(M0, self.s0)
         one = jnp.ones((), M0.dtype)
-        st.update(Mprev=M0, t=one, L=0.0 * one, restarts=jnp.zeros((), jnp.int32), rejected=jnp.zeros((), jnp.int32))
+        st.update(Mprev=M0, t=one, L=0.0 * one, restarts=jnp.zeros((), jnp.int32), rejected=jnp.zeros((), jnp.int32),
+                  grad_norm=0.0 * one)
         return st
 
     def refresh(self, objective, st):
@@ -113,10 +174,25 @@ class FISTA:
         L0 = _norm(G) / jnp.maximum(self.step0 * _norm(st["M"]), 1e-300)
         L = jnp.where(st["L"] > 0, st["L"], L0)
         return {**st, "f": f, "fx": fx, "f_start": f, "L": L, "evals": st["evals"] + 1,
-                "rejected": jnp.zeros((), jnp.int32)}
+                "rejected": jnp.zeros((), jnp.int32), "grad_norm": _norm(G)}
 
     def diagnostics(self, st):
         return {"L": float(st["L"]), "restarts": int(st["restarts"]), "s": float(st["s"])}
+
+    def between_chunks(self, st, smoothed):
+        """Continuation: shrink the smoothing width once the smoothed problem is solved well enough
+        (the solver converged at this width, or the last chunk decreased the smoothed objective by less
+        than ``SMOOTHING_PROGRESS`` times the smoothing bias ``f_s(M) - f(M)``); the momentum restarts."""
+        if not smoothed:
+            return st
+        progress = float(st["f_start"] - st["f"])
+        bias = abs(float(st["f"] - st["fx"]))  # smoothing may bias either way (hinge up, MMC's roots down)
+        s = float(st["s"])
+        if (not bool(self.converged(st)) and progress > SMOOTHING_PROGRESS * bias) or s <= SMOOTHING_MIN:
+            return st
+        s_new = max(s * SMOOTHING_DECREASE, SMOOTHING_MIN)
+        return {**st, "s": jnp.asarray(s_new, st["s"].dtype), "t": jnp.ones_like(st["t"]),
+                "Mprev": st["M"], "L": st["L"] * (s / s_new) ** 0.5}
 
     def shorten(self, st, rejected, factor):
         """The state ``st`` (a chunk's start) with steps ``factor`` times shorter than the shortest the
@@ -175,7 +251,7 @@ def _stride(m):
 
 
 @dataclass(frozen=True)
-class OnlinePOLA:
+class OnlinePOLA(Solver):
     """POLA's online algorithm (Shalev-Shwartz, Singer & Ng, ICML 2004, Fig. 1), run over the pairs
     for several passes; one iteration is one pass.
 
@@ -186,10 +262,8 @@ class OnlinePOLA:
     a batch solver: its iterate is certified against the batch problem like any other metric.
     """
 
-    name = "online"
-    smoothing = False
-    adaptive_checks = False
-    online = True
+    name: ClassVar[str] = "online"
+    online: ClassVar[bool] = True
 
     def init(self, Z0):
         return _common_state(Z0, 0.0)
@@ -205,9 +279,7 @@ class OnlinePOLA:
         return jnp.zeros((), bool)
 
     def update(self, objective, st):
-        from ...problems.terms import PairHinge
-
-        data = objective.term_data(PairHinge)
+        data = objective.loss_data("pair_hinge")
         D, y = data["D"], data["y"]
         m = D.shape[0]
         a = _stride(m)

@@ -1,0 +1,150 @@
+"""The certificate entry point :func:`certify` and the registry of certifiers (chosen by declarations)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .._validation import check_real
+from ..errors import InputError, NotCertifiableError, NotConvexError
+from ..linalg import min_eig, project_psd, symmetrize
+from ..protocols import GeometryKind
+from ..solution import Solution
+from .certificate import Certificate
+from .dual import DualSummary, dual_summary
+from .lmnn import triplet_bound
+from .pairs import budget_bound, threshold_bound
+
+__all__ = ["certify", "register_certifier", "CERTIFIERS", "Certifier"]
+
+
+@dataclass(frozen=True)
+class Certifier:
+    """A duality-gap bound for the problems it ``accepts`` (read from their declarations).
+
+    ``bound(problem, M, variables, summary, feas_tol, tol)`` returns ``(upper, lower, details)``
+    or a :class:`Certificate` (an infeasible candidate)."""
+
+    name: str
+    accepts: Callable[[Any, DualSummary], bool]
+    bound: Callable[..., Any]
+
+
+#: the registered certifiers, tried in order (:func:`register_certifier`)
+CERTIFIERS: list[Certifier] = []
+
+
+def register_certifier(name, accepts, bound):
+    """Register a certifier: ``accepts(problem, summary) -> bool`` and ``bound(problem, M, variables,
+    summary, feas_tol, tol)`` (see :class:`Certifier`). New methods add their bound this way."""
+    CERTIFIERS.append(Certifier(name, accepts, bound))
+
+
+def _find_certifier(problem, summary):
+    for c in CERTIFIERS:
+        if c.accepts(problem, summary):
+            return c
+    raise NotCertifiableError(
+        f"no certificate is implemented for {problem.method} (geometry '{problem.geometry.describe()}', losses "
+        f"{sorted(summary.losses) or 'none'}); register one with metricopt.certify.register_certifier."
+    )
+
+
+def certify(problem, M, tol=1e-6, psd_tol=1e-7, feas_tol=1e-6, **variables):
+    """Certify a candidate ``M`` (or a :class:`~metricopt.Solution`) of a convex problem.
+
+    The bound is chosen from the problem's declarations (its geometry and its terms' dual
+    pieces; see :func:`dual_summary` and :data:`CERTIFIERS`), never from its class.
+
+    Parameters
+    ----------
+    problem : Problem
+        A convex problem (LMNN and its variants, MMC, POLA, or any problem a registered
+        certifier accepts).
+    M : (d, d) array or Solution
+        The candidate metric. A Solution also supplies its extra variables (POLA's ``b``).
+    tol : float
+        Relative gap under which the verdict is ``Verdict.OPTIMAL`` ("optimal within tol").
+    psd_tol : float
+        ``M`` whose smallest eigenvalue is below ``-psd_tol * max(1, max|M_ij|)`` is
+        declared infeasible; milder negative eigenvalues are clipped (the upper bound
+        is then the objective at the projected, feasible ``M``).
+    feas_tol : float
+        Relative tolerance on the problem's own constraints (MMC's budget, POLA's
+        margins); candidates within it are rescaled onto the feasible set.
+    **variables
+        Extra variables (POLA: ``b``; chosen optimally for ``M`` when omitted).
+
+    Returns
+    -------
+    Certificate
+
+    Raises
+    ------
+    NotConvexError
+        For a non-convex problem (a factor geometry or a non-convex term).
+    NotCertifiableError
+        When a term has no dual piece, or no certifier accepts the problem.
+    """
+    if not problem.is_convex:
+        raise NotConvexError(
+            f"{problem.method} with terms {problem.terms} (geometry '{problem.geometry.describe()}') is not convex: "
+            "a duality gap cannot certify global optimality; report such solutions as stationary."
+        )
+    tol = check_real(tol, "tol", low=0.0)
+    summary = dual_summary(problem)
+    certifier = _find_certifier(problem, summary)
+    if isinstance(M, Solution):
+        if M.M is None:
+            raise InputError(f"the solution has no metric to certify (status '{M.status}': {M.message}).")
+        variables = {**M.variables, **variables}
+        M = M.M
+    M = np.asarray(M, dtype=np.float64)
+    if M.shape != (problem.d, problem.d) or not np.all(np.isfinite(M)):
+        raise InputError(f"M must be a finite ({problem.d}, {problem.d}) array; got shape {M.shape}.")
+    M = symmetrize(M)
+    details = {}
+    lo = min_eig(M)
+    scale = max(1.0, float(np.abs(M).max()))
+    if lo < -psd_tol * scale:
+        return Certificate.infeasible(tol, problem.method, f"M is not PSD: smallest eigenvalue {lo:.3g}")
+    if problem.geometry.diagonal:
+        off = float(np.abs(M - np.diag(np.diag(M))).max())
+        if off > psd_tol * scale:
+            return Certificate.infeasible(
+                tol, problem.method, f"M must be diagonal for this problem; largest off-diagonal entry {off:.3g}")
+        M = np.diag(np.clip(np.diag(M), 0.0, None))
+    elif lo < 0:
+        Mp = project_psd(M)
+        details["psd projection change"] = float(np.linalg.norm(Mp - M))
+        M = Mp
+    res = certifier.bound(problem, M, variables, summary, feas_tol, tol)
+    if isinstance(res, Certificate):
+        return res
+    upper, lower, info = res
+    details.update(info)
+    return Certificate.from_bounds(upper, lower, tol, problem.method, details)
+
+
+# ---------------------------------------------------------------- the built-in certifiers
+def _accepts_triplets(problem, summary):
+    return (problem.geometry.kind is GeometryKind.PSD and not problem.geometry.diagonal
+            and set(summary.losses) <= {"triplet_hinge"} and len(summary.losses.get("triplet_hinge", [])) <= 1)
+
+
+def _accepts_budget(problem, summary):
+    return (problem.geometry.kind is GeometryKind.BUDGET and set(summary.losses) == {"sqrt_distances"}
+            and len(summary.losses["sqrt_distances"]) == 1 and summary.lam == 0.0)
+
+
+def _accepts_threshold(problem, summary):
+    return (problem.geometry.kind is GeometryKind.THRESHOLD and summary.lam > 0
+            and set(summary.losses) <= {"pair_hinge", "threshold_square"})
+
+
+
+register_certifier("triplet hinge (LMNN family)", _accepts_triplets, triplet_bound)
+register_certifier("similar-pair budget (MMC)", _accepts_budget, budget_bound)
+register_certifier("threshold and pair margins (POLA)", _accepts_threshold, threshold_bound)

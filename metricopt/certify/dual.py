@@ -1,0 +1,68 @@
+"""A problem's terms as the certificates see them: their dual pieces folded into one summary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InputError, NotCertifiableError
+from ..linalg import symmetrize
+from ..protocols import DualPiece
+
+__all__ = ["DualSummary", "dual_summary"]
+
+
+@dataclass
+class DualSummary:
+    r"""A problem's terms as the certificates see them (from each term's :meth:`dual_piece`):
+    the objective is :math:`\langle P, M\rangle + \tfrac{\lambda}{2}\|M\|_F^2 + c + \sum` losses.
+
+    Attributes
+    ----------
+    P : (d, d) ndarray
+        Sum of the linear parts.
+    lam : float
+        Sum of the strong-convexity constants.
+    constant : float
+    losses : dict
+        Loss name -> list of ``(term, DualPiece)``.
+    """
+
+    P: np.ndarray
+    lam: float = 0.0
+    constant: float = 0.0
+    losses: dict = field(default_factory=dict)
+
+    def loss(self, name):
+        """The single ``(term, piece)`` of loss ``name``, or ``(None, None)``."""
+        found = self.losses.get(name, [])
+        return found[0] if found else (None, None)
+
+
+def dual_summary(problem) -> DualSummary:
+    """Fold the problem's terms' dual pieces into a :class:`DualSummary`; a term without one
+    raises :class:`~metricopt.errors.NotCertifiableError` naming it."""
+    d = problem.d
+    out = DualSummary(P=np.zeros((d, d)))
+    for term in problem.terms:
+        piece = term.dual_piece(problem)
+        if piece is None:
+            raise NotCertifiableError(
+                f"no dual piece for the term {term!r}: the certificates bound the optimum through each term's "
+                "dual_piece (a linear part <P, M>, a Frobenius part lam/2 ||M||_F^2, a constant, or a loss whose "
+                "multipliers a certificate chooses), and this term declares none. Solve with backend='cvxpy' (the "
+                "solution is then the conic solver's claim, not certified) or give the term a dual_piece method "
+                "returning a metricopt.protocols.DualPiece."
+            )
+        if not isinstance(piece, DualPiece):
+            raise InputError(f"{type(term).__name__}.dual_piece must return a metricopt.protocols.DualPiece or None; "
+                             f"got {type(piece).__name__}.")
+        if piece.linear is not None:
+            out.P = out.P + np.asarray(piece.linear, dtype=np.float64)
+        out.lam += float(piece.strong_convexity)
+        out.constant += float(piece.constant)
+        if piece.is_loss:
+            out.losses.setdefault(piece.loss, []).append((term, piece))
+    out.P = symmetrize(out.P)
+    return out
