@@ -64,7 +64,7 @@ from scipy.spatial.distance import cdist
 from ._validation import check_choice, check_int, check_real, check_train_test
 from .constraints import target_neighbors
 from .errors import InputError
-from .linalg import factor, min_eig, symmetrize
+from .linalg import factor, psd_defect, symmetrize
 
 __all__ = ["energy_scores", "energy_predict"]
 
@@ -104,8 +104,8 @@ def _metric_map(L, M, d):
         if not np.all(np.isfinite(M)):
             raise InputError("M contains NaN or infinite entries.")
         M = symmetrize(M)
-        lo = min_eig(M)
-        if lo < -1e-8 * max(1.0, float(np.abs(M).max())):
+        lo, failed = psd_defect(M, 1e-8)
+        if failed:
             raise InputError(
                 f"M is not positive semidefinite (smallest eigenvalue {lo:.3g}); project it first with "
                 "metricopt.linalg.project_psd."

@@ -62,6 +62,14 @@ def min_eig(M):
     return float(np.linalg.eigvalsh(symmetrize(M))[0])
 
 
+def psd_defect(M, tol):
+    """The one PSD test of metricopt: ``(smallest eigenvalue, failed)`` for the symmetric part of
+    ``M``, where ``failed`` means the eigenvalue is below ``-tol * max(1, max |M_ij|)`` (milder
+    negative eigenvalues are rounding, clipped by :func:`project_psd` / :func:`factor`)."""
+    lo = min_eig(M)
+    return lo, lo < -tol * max(1.0, float(np.abs(M).max()))
+
+
 def pair_scatter(X, a, b, w=None, dense_limit=4_000_000):
     """Return ``sum_t w_t (x_{a_t} - x_{b_t})(x_{a_t} - x_{b_t})^T`` as a ``(d, d)`` matrix.
 

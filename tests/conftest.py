@@ -11,3 +11,45 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+
+# ----------------------------------------------------------------------------- shared data and solves
+# Session-scoped: each is built once per run, however many modules use it (they must not modify them).
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def iris_std():
+    """scikit-learn's iris, standardized: ``(X, y)``, 150 x 4."""
+    from sklearn.datasets import load_iris
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_iris(return_X_y=True)
+    return StandardScaler().fit_transform(X), y
+
+
+@pytest.fixture(scope="session")
+def wine_std():
+    """scikit-learn's wine, standardized: ``(X, y)``, 178 x 13."""
+    from sklearn.datasets import load_wine
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_wine(return_X_y=True)
+    return StandardScaler().fit_transform(X), y
+
+
+@pytest.fixture(scope="session")
+def iris_lmnn(iris_std):
+    """LMNN (k=3, mu=0.5) on standardized iris."""
+    import metricopt
+
+    return metricopt.LMNNProblem(*iris_std)
+
+
+@pytest.fixture(scope="session")
+def iris_lmnn_exact(iris_lmnn):
+    """Its exact (cvxpy) solution, certified."""
+    sol = iris_lmnn.solve(backend="cvxpy")
+    assert np.isfinite(sol.objective)
+    return sol

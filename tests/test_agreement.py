@@ -2,17 +2,14 @@
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_iris
-from sklearn.preprocessing import StandardScaler
 
 import metricopt as mo
 from metricopt.terms import Frobenius
 
 
 @pytest.fixture(scope="module")
-def iris():
-    X, y = load_iris(return_X_y=True)
-    return StandardScaler().fit_transform(X), y
+def iris(iris_std):
+    return iris_std
 
 
 def _check(rep, name):

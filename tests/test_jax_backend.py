@@ -27,14 +27,13 @@ mj = importlib.import_module("metricopt.backends.jax")
 
 
 @pytest.fixture(scope="module")
-def iris():
-    X, y = load_iris(return_X_y=True)
-    return metricopt.LMNNProblem(StandardScaler().fit_transform(X), y)
+def iris(iris_lmnn):
+    return iris_lmnn
 
 
 @pytest.fixture(scope="module")
-def iris_exact(iris):
-    return iris.solve(backend="cvxpy")
+def iris_exact(iris_lmnn_exact):
+    return iris_lmnn_exact
 
 
 @pytest.fixture(scope="module")

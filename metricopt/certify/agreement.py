@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -58,7 +60,8 @@ def _strong_convexity(problem):
     return total
 
 
-def check_agreement(problem, sol_a, sol_b, X_test=None, tol=1e-6, k=3, min_knn_agreement=1.0):
+def check_agreement(problem: Any, sol_a: Any, sol_b: Any, X_test: Any = None, tol: float = 1e-6, k: int = 3,
+                    min_knn_agreement: float = 1.0) -> "AgreementReport":
     r"""Check that two solutions of a convex problem agree, and say which checks apply.
 
     Checks

@@ -9,7 +9,7 @@ import numpy as np
 
 from .._validation import check_real
 from ..errors import InputError, NotCertifiableError, NotConvexError
-from ..linalg import min_eig, project_psd, symmetrize
+from ..linalg import project_psd, psd_defect, symmetrize
 from ..protocols import GeometryKind
 from ..solution import Solution
 from .certificate import Certificate
@@ -36,7 +36,7 @@ class Certifier:
 CERTIFIERS: list[Certifier] = []
 
 
-def register_certifier(name, accepts, bound):
+def register_certifier(name: str, accepts: Callable[[Any, DualSummary], bool], bound: Callable[..., Any]) -> None:
     """Register a certifier: ``accepts(problem, summary) -> bool`` and ``bound(problem, M, variables,
     summary, feas_tol, tol)`` (see :class:`Certifier`). New methods add their bound this way."""
     CERTIFIERS.append(Certifier(name, accepts, bound))
@@ -52,7 +52,8 @@ def _find_certifier(problem, summary):
     )
 
 
-def certify(problem, M, tol=1e-6, psd_tol=1e-7, feas_tol=1e-6, **variables):
+def certify(problem: Any, M: Any, tol: float = 1e-6, psd_tol: float = 1e-7, feas_tol: float = 1e-6,
+            **variables: float) -> Certificate:
     """Certify a candidate ``M`` (or a :class:`~metricopt.Solution`) of a convex problem.
 
     The bound is chosen from the problem's declarations (its geometry and its terms' dual
@@ -106,9 +107,9 @@ def certify(problem, M, tol=1e-6, psd_tol=1e-7, feas_tol=1e-6, **variables):
         raise InputError(f"M must be a finite ({problem.d}, {problem.d}) array; got shape {M.shape}.")
     M = symmetrize(M)
     details = {}
-    lo = min_eig(M)
+    lo, failed = psd_defect(M, psd_tol)
     scale = max(1.0, float(np.abs(M).max()))
-    if lo < -psd_tol * scale:
+    if failed:
         return Certificate.infeasible(tol, problem.method, f"M is not PSD: smallest eigenvalue {lo:.3g}")
     if problem.geometry.diagonal:
         off = float(np.abs(M - np.diag(np.diag(M))).max())

@@ -21,7 +21,7 @@ import numpy as np
 
 from .._validation import check_X
 from ..errors import InputError
-from ..linalg import factor, min_eig, pair_rows, symmetrize
+from ..linalg import factor, pair_rows, psd_defect, symmetrize
 from ..protocols import Geometry, GeometryKind
 
 #: actions of the layers above (``solve``, ``certify``, ``to_cvxpy``), registered by them when
@@ -134,9 +134,8 @@ class Problem:
         if not np.all(np.isfinite(M)):
             raise InputError(f"{name} contains NaN or infinite entries.")
         M = symmetrize(M)
-        lo = min_eig(M)
-        scale = max(1.0, float(np.abs(M).max()))
-        if lo < -psd_tol * scale:
+        lo, failed = psd_defect(M, psd_tol)
+        if failed:
             raise InputError(
                 f"{name} is not positive semidefinite (smallest eigenvalue {lo:.3g}); project it first with "
                 "metricopt.linalg.project_psd."

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validation import check_choice, check_classes, check_int, check_real, check_y
 from ..constraints import active_triplets, hinge_total, n_triplets
@@ -74,7 +77,8 @@ class LMNNProblem(Problem):
     clusters = None
     n_clusters = 1
 
-    def __init__(self, X, y, k=3, mu=0.5, target_neighbors=None, regularizer=None, search="auto"):
+    def __init__(self, X: ArrayLike, y: ArrayLike, k: int = 3, mu: float = 0.5, target_neighbors: ArrayLike | None = None,
+                 regularizer: Any = None, search: str = "auto") -> None:
         super().__init__(X)
         self.y = check_y(y, self.n)
         self.k = check_int(k, "k", low=1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import cvxpy as cp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validation import _py, check_pairs, check_y
 from ..constraints import labels_to_pairs
@@ -55,7 +56,8 @@ class MMCProblem(Problem):
     reference = "Xing, Ng, Jordan & Russell, NIPS 2002"
     default_solver = "CLARABEL"
 
-    def __init__(self, X, y=None, similar=None, dissimilar=None, diagonal=False):
+    def __init__(self, X: ArrayLike, y: ArrayLike | None = None, similar: ArrayLike | None = None,
+                 dissimilar: ArrayLike | None = None, diagonal: bool = False) -> None:
         super().__init__(X)
         self.diagonal = bool(diagonal)
         if y is not None:

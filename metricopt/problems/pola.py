@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import cvxpy as cp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validation import _py, check_pairs, check_real, check_y
 from ..constraints import labels_to_pairs
@@ -77,7 +78,8 @@ class POLAProblem(Problem):
     extra_variables = ("b",)
     default_solver = "CLARABEL"
 
-    def __init__(self, X, y=None, pairs=None, pair_labels=None, C=None):
+    def __init__(self, X: ArrayLike, y: ArrayLike | None = None, pairs: ArrayLike | None = None,
+                 pair_labels: ArrayLike | None = None, C: float | None = None) -> None:
         super().__init__(X)
         if pairs is None:
             if y is None:
