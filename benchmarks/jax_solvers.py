@@ -40,7 +40,7 @@ def first_reached(history, gap):
 
 def run(names=("iris", "wine", "digits"), solvers=("subgradient", "fista"), time_limit=120.0, max_iter=100_000):
     import metricopt
-    from metricopt.backends.jax import backend
+    from metricopt.backends.jax import driver as backend  # CERTIFY_GROWTH lives in the driver
     from metricopt.backends.jax.backend import solve
 
     rows = []

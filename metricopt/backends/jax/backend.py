@@ -1,22 +1,19 @@
-"""Driver of the JAX backend: active sets, smoothing continuation, certificates, the Solution."""
+"""The JAX backend's entry point: what it accepts, its typed options, the start; the loop's driver is
+:mod:`.driver`."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 import numpy as np
 
 from ..._validation import check_choice, check_int, check_real
-from ...certify.certificate import Verdict
-from ...certify.policy import decide_status
-from ...protocols import DualPiece
 from ...errors import InputError, UnknownOptionError
-from ...solution import Solution, Status
+from ...solution import Solution
 from .geometry import Setup
 from .geometry import accepts as _accepts
-from .solvers import DEFAULT_SOLVER, SOLVERS, SMOOTHING_MIN
+from .solvers import DEFAULT_SOLVER, SOLVERS
 
 NAME = "jax"
 
@@ -69,30 +66,6 @@ def accepts(problem):
     """``(True, "")`` when the JAX backend solves ``problem``, else ``(False, reason)`` (read from the
     problem's declared geometry and terms)."""
     return _accepts(problem)
-
-#: consecutive chunks without any change of M after which the solve is declared stalled
-STALL_CHUNKS = 5
-#: after a certificate at iteration ``k`` the next one comes ``max(certify_every, CERTIFY_GROWTH * k)``
-#: iterations later: certificates (an exact search of all triplets and a small dual program)
-#: stay a bounded share of the work, for at most ``CERTIFY_GROWTH`` extra iterations
-CERTIFY_GROWTH = 0.2
-#: certificates taking longer than CERTIFY_SLOW seconds are spaced so that the iterations between two
-#: of them take at least CERTIFY_SHARE times as long as the last one (the schedule then depends on timing)
-CERTIFY_SLOW = 0.5
-CERTIFY_SHARE = 3.0
-#: rollback safeguard: a chunk is undone when the re-check after it finds more than
-#: max(EXPLOSION_FACTOR * previous size, EXPLOSION_MIN) active triplets (the search then stops early)
-#: or the true objective rose by more than BLOWUP times its value; after MAX_REJECTIONS in a row the
-#: iterate is accepted whatever happens
-EXPLOSION_FACTOR = 16
-EXPLOSION_MIN = 100_000
-BLOWUP = 0.5
-MAX_REJECTIONS = 4
-#: smallest active-set capacity (padding bucket)
-MIN_CAPACITY = 256
-#: the re-check interval grows up to this multiple of ``check_every`` (solvers with adaptive checks)
-MAX_CHECK_FACTOR = 8
-
 
 def _jax_terms(problem, solver):
     """The terms the jitted loop sees (``problem.jax_terms``): an online solver needs a problem that
@@ -266,290 +239,8 @@ def _mesh(devices, problem):
     return jax.sharding.Mesh(np.array(devs), ("data",))
 
 
-def _new_violators(old, new, h):
-    """How many triplets of ``new`` with ``h > 0`` are absent from ``old`` (numpy active sets)."""
-    if old is None:
-        return int(np.sum(h > 0))
-    key = lambda a: a["p"][a["mask"] > 0].astype(np.int64) * (1 << 31) + a["l"][a["mask"] > 0]
-    viol = (h > 0) & (new["mask"] > 0)
-    knew = new["p"][viol].astype(np.int64) * (1 << 31) + new["l"][viol]
-    return int(np.sum(~np.isin(knew, key(old))))
-
-
 def _solve(problem, setup, terms, Z0, solver, opts, mesh=None):
-    import jax.numpy as jnp
+    """Run the driver (:class:`.driver.Run`) around the jitted loop."""
+    from .driver import Run
 
-    from ...certify import certify
-    from .loop import run_chunk
-
-    name, max_iter, tol, verbose = solver.name, opts.max_iter, opts.tol, opts.verbose
-    check_every, certify_every, margin = opts.check_every, opts.certify_every, opts.margin
-    time_limit, callback = opts.time_limit, opts.callback
-    factor = setup.factor  # non-convex: stationarity instead of certificates
-    t0 = time.perf_counter()
-    term_classes = tuple(type(t) for t in terms)
-    roles = tuple((t.dual_piece(problem) or _NO_PIECE).loss for t in terms)
-    data = tuple({k: jnp.asarray(v) for k, v in t.jax_data(problem).items()} for t in terms)
-    geometry = setup.geometry
-    gdata = {"T": jnp.asarray(setup.gdata["T"])} if "T" in setup.gdata else {}
-    smoothed = solver.smoothing and any(t.jax_smoothed for t in terms)
-    extras = problem.extra_variables
-    online = solver.online
-
-    Z = np.asarray(geometry.project(jnp.asarray(Z0)), dtype=np.float64)
-    state = solver.init(jnp.asarray(Z))
-    n_dev = 1
-    if mesh is not None:
-        # the active triplets are split across the devices, everything else replicated
-        import jax
-        from jax.sharding import NamedSharding, PartitionSpec
-
-        n_dev = mesh.devices.size
-        split, replicate = NamedSharding(mesh, PartitionSpec("data")), NamedSharding(mesh, PartitionSpec())
-        data, gdata, state = jax.device_put((data, gdata, state), replicate)
-    dtype = str(state["M"].dtype)
-
-    def certify_point(V):
-        if factor:
-            return None
-        return certify(problem, V["M"], tol=tol, **{k: V[k] for k in extras})
-
-    it, unchanged, interval = 0, 0, check_every
-    capacity = {}  # active-set capacity bucket per working-set term
-    np_actives = {}  # the current active sets (numpy)
-    history, best = [], None  # best: (objective, V, iteration)
-    cert, cert_V, cert_it, cert_time, cert_calls = None, None, None, 0.0, 0
-    last_cert, cert_end = 0.0, 0.0
-    # rollback safeguard (solvers that promise descent, on problems with working sets)
-    guarded = solver.monotone and any(t.uses_working_set for t in terms)
-    prev, prev_sizes, prev_prev_sizes, rejections, total_rejections, state_iters = None, {}, {}, 0, 0, 0
-    status, message = None, ""
-    callback_time, callback_calls, stopped = 0.0, 0, None  # stopped: (point, iteration) a callback stopped at
-    while True:
-        # ---- full re-check at the iterate: active sets (every triplet searched) and the exact objective
-        V = setup.to_point(Z)
-        M = V["M"]
-        actives, sizes, obj, new_viol, exploded = [], 0, 0.0, 0, False
-        guard = guarded and prev is not None and rejections < MAX_REJECTIONS
-        for idx, t in enumerate(terms):
-            if not t.uses_working_set:
-                actives.append(None)
-                continue
-            limit = max(EXPLOSION_FACTOR * prev_sizes.get(idx, 0), EXPLOSION_MIN) if guard else None
-            found = t.jax_active_set(problem, M, max(margin, float(state["s"])),
-                                     min_capacity=capacity.get(idx, MIN_CAPACITY), multiple=n_dev, limit=limit)
-            if found is None:
-                exploded = True
-                break
-            act, size, val, h = found
-            prev_sizes[idx] = size
-            cap = act["mask"].shape[0]
-            # keep the capacity bucket (no recompilation) unless the set became mostly padding
-            capacity[idx] = cap if size >= cap // 16 else MIN_CAPACITY
-            new_viol += _new_violators(np_actives.get(idx), act, h)
-            np_actives[idx] = act
-            act_j = {k: jnp.asarray(v) for k, v in act.items()}
-            actives.append(act_j if mesh is None else jax.device_put(act_j, split))
-            sizes += size
-            obj += val
-        # the problem's own objective (terms outside the loop's view, e.g. hard-margin POLA's carrier, excluded)
-        if not exploded:
-            obj += sum(t.value(problem, V) for t in problem.terms if not t.uses_working_set)
-        # ---- safeguard: a chunk steps on the active set's model of the objective; where it left the region
-        # where that model holds (the active set exploded, or the true objective rose by half), roll back to
-        # the chunk's start with ten times smaller steps and a re-check after every iteration
-        if guard and (exploded or obj - prev[2] > BLOWUP * abs(prev[2])):
-            rejections += 1
-            total_rejections += 1
-            Z, st_prev, _ = prev
-            state = solver.shorten(st_prev, state, 10.0)
-            state = {**state, "iterations": state_iters}
-            prev_sizes = dict(prev_prev_sizes)
-            interval = 1
-            if verbose:
-                print(f"[metricopt jax/{name}] iter {it:6d}  step rejected (the active set's model failed); rolled "
-                      "back with 10x smaller steps", flush=True)
-            continue
-        rejections = 0
-        if not np.isfinite(obj) or not np.all(np.isfinite(Z)):
-            status, message = Status.ERROR, f"non-finite objective or metric at iteration {it}"
-            break
-        # constrained problems (hard-margin POLA) keep the last iterate; the others the best one seen
-        if best is None or obj < best[0] or problem.constraints:
-            best = (obj, V, it)
-        now = time.perf_counter()
-        done = it >= max_iter or (time_limit is not None and now - t0 >= time_limit)
-        entry = {"iteration": it, "time": now - t0, "objective": obj, "active_set": sizes,
-                 "new_violators": new_viol, "smoothing": float(state["s"]) if smoothed else 0.0, "rel_gap": None}
-        if it > 0:
-            entry.update(solver.diagnostics(state))
-        stationary = False
-        if factor:
-            # non-convex: no certificate; the relative gradient norm at the iterate (current smoothing)
-            probe = run_chunk(solver, term_classes, geometry, data, gdata, tuple(actives), state,
-                              jnp.asarray(0, jnp.int32), roles)
-            gnorm = float(probe["grad_norm"]) if "grad_norm" in probe else float("inf")
-            rel = gnorm * float(np.linalg.norm(Z)) / max(abs(float(probe["f"])), 1e-300)
-            entry["stationarity"] = rel
-            at_min_width = not smoothed or float(state["s"]) <= SMOOTHING_MIN * (1 + 1e-9)
-            stationary = at_min_width and rel <= tol
-        # ---- certificate: every certify_every iterations, more sparsely later on (a deterministic
-        # schedule, so that a solve is reproducible); always before giving up
-        due = it - cert_it >= max(certify_every, int(CERTIFY_GROWTH * cert_it)) if cert is not None else True
-        if due and cert is not None and last_cert > CERTIFY_SLOW:
-            # an expensive certificate (e.g. POLA's restricted dual program) waits until the iterations
-            # since the last one took CERTIFY_SHARE times as long: certificates stay a bounded share of the time
-            due = now - cert_end >= CERTIFY_SHARE * last_cert
-        if (due or done or online) and not factor:
-            tc = time.perf_counter()
-            cert = certify_point(V)
-            last_cert = time.perf_counter() - tc
-            cert_end = time.perf_counter()
-            cert_time += last_cert
-            cert_calls += 1
-            cert_it, cert_V = it, V
-            entry["rel_gap"] = cert.rel_gap
-        entry["certify_time"] = cert_time
-        history.append(entry)
-        if verbose:
-            gap = "" if entry["rel_gap"] is None else f"{entry['rel_gap']:.3e}"
-            unit = "pass" if online else "iter"
-            print(f"[metricopt jax/{name}] {unit} {it:6d}  objective {obj:.10g}  certified gap {gap:>10s}  "
-                  f"active {sizes:7d}  {entry['time']:.2f}s"
-                  + "".join(f"  {k} {v:.3g}" for k, v in solver.diagnostics(state).items() if it > 0), flush=True)
-        # ---- the caller's callback: sees the re-checked (and possibly certified) iterate, may stop here
-        stop_requested = False
-        if callback is not None:
-            info = {**entry, "M": np.array(M, dtype=np.float64, copy=True),
-                    "certificate": cert if entry["rel_gap"] is not None else None,
-                    "variables": {k: V[k] for k in extras}}
-            tc = time.perf_counter()
-            answer = callback(info)
-            callback_time += time.perf_counter() - tc
-            callback_calls += 1
-            if answer is not None and not isinstance(answer, (bool, np.bool_)):
-                raise InputError(
-                    f"callback must return True (stop at this iterate), False or None (go on); it returned "
-                    f"{type(answer).__name__} at iteration {it}."
-                )
-            stop_requested = bool(answer)
-        if entry["rel_gap"] is not None and cert.rel_gap <= tol:
-            status, message = Status.OPTIMAL, f"certificate within tol {tol:.1e} after {it} iterations"
-            break
-        if stationary:
-            status = Status.STATIONARY
-            message = f"relative gradient norm {entry['stationarity']:.2e} <= tol {tol:.1e} after {it} iterations"
-            break
-        if stop_requested:
-            status, message = Status.EARLY_STOPPED, f"the callback stopped the solve at iteration {it}"
-            stopped = (V, it)
-            break
-        if done:
-            status = Status.ITERATION_LIMIT
-            message = (f"stopped after {it} {'passes' if online else 'iterations'}" if it >= max_iter
-                       else f"time limit {time_limit:g}s reached after {it} iterations")
-            break
-        # ---- re-check interval: lengthened while re-checks find no new violated triplet
-        if solver.adaptive_checks:
-            interval = check_every if new_viol else min(2 * interval, MAX_CHECK_FACTOR * check_every)
-        # ---- the solver's own step between chunks (FISTA: the smoothing continuation)
-        if it > 0:
-            state = solver.between_chunks(state, smoothed)
-        # ---- one jitted chunk of iterations (online: one pass over the pairs per iteration)
-        steps = 1 if online else min(interval, max_iter - it)
-        Z_prev = Z
-        prev, prev_prev_sizes = (Z, state, obj), dict(prev_sizes)
-        state = run_chunk(solver, term_classes, geometry, data, gdata, tuple(actives), state,
-                          jnp.asarray(steps, jnp.int32), roles)
-        Z = np.array(state["M"], dtype=np.float64)
-        it = state_iters = int(state["iterations"])
-        unchanged = unchanged + 1 if np.array_equal(Z, Z_prev) else 0
-        if unchanged >= STALL_CHUNKS:
-            status, message = Status.OPTIMAL_INACCURATE, f"the iterates stalled at iteration {it}"
-            if online:
-                message = (f"the online algorithm made no update in pass {it}: every pair meets its margin; an online "
-                           "learner stops at a feasible point, not at the batch optimum (use solver='fista' or the "
-                           "exact backend for that)")
-            if factor:
-                status = Status.ITERATION_LIMIT
-                message = (f"the iterates stalled at iteration {it} (relative gradient norm "
-                           f"{history[-1].get('stationarity', float('nan')):.2e} > tol {tol:.1e}): not shown stationary")
-                break
-            # certify the last iterate before stopping
-            V = setup.to_point(Z)
-            tc = time.perf_counter()
-            cert, cert_V, cert_it = certify_point(V), V, it
-            cert_time += time.perf_counter() - tc
-            cert_calls += 1
-            break
-
-    if factor:
-        return _factor_solution(problem, setup, best, status, message, history, state, name, t0)
-    # ---- result: a certified optimum, the iterate a callback stopped at, else the best iterate seen at a
-    # re-check (certified)
-    if status is Status.OPTIMAL or best is None:
-        V_out, it_out = cert_V, cert_it
-    else:
-        V_out, it_out = stopped if status is Status.EARLY_STOPPED else best[1:]
-        if cert_V is None or V_out is not cert_V:
-            tc = time.perf_counter()
-            cert = certify_point(V_out)
-            cert_time += time.perf_counter() - tc
-            cert_calls += 1
-        status, note = decide_status(status, cert)
-        if note:
-            message += f"; {note}"
-    if V_out is None:
-        return Solution(M=None, objective=float("nan"), status=status, backend="jax", solver=name,
-                        stats={"time": time.perf_counter() - t0, "iterations": it, "history": history},
-                        message=f"{status.message} ({message})")
-    message += f"; certified relative gap {cert.rel_gap:.2e}"
-    if cert.verdict is Verdict.INFEASIBLE:
-        message += f" (the iterate is infeasible: {cert.details.get('reason', '')})"
-    stats = {
-        "time": time.perf_counter() - t0,
-        "iterations": it,
-        "best_iteration": it_out,
-        "evaluations": int(state["evals"]),
-        "certificate_rel_gap": cert.rel_gap,
-        "certify_time": cert_time,
-        "certify_calls": cert_calls,
-        "active_set_size": history[-1]["active_set"] if history else 0,
-        "history": history,
-        "dtype": dtype,
-        "device": str(next(iter(state["M"].devices()))),
-        "devices": n_dev,  # devices the triplets were sharded over
-        "solver_objective": float(state["fx"]),  # the loop's own value at its last iterate (active set)
-    }
-    if callback is not None:
-        stats["callback_time"] = callback_time
-        stats["callback_calls"] = callback_calls
-    if smoothed:
-        stats["smoothing"] = float(state["s"])
-    if guarded:
-        stats["rollbacks"] = total_rejections
-    if "restarts" in state:
-        stats["restarts"] = int(state["restarts"])
-    variables = {k: V_out[k] for k in extras}
-    return Solution(M=V_out["M"], objective=float(problem.objective(V_out["M"], **variables)), status=status,
-                    backend="jax", solver=name, stats=stats, message=f"{status.message} ({message})",
-                    certificate=cert, variables=variables)
-
-
-def _factor_solution(problem, setup, best, status, message, history, state, name, t0):
-    """The Solution of a non-convex (factor geometry) solve: the best iterate seen at a re-check,
-    ``M = L^T L`` with its ``(r, d)`` factor, no certificate, never ``optimal``."""
-    status, note = decide_status(status, None, convex=False)
-    if note:
-        message += f"; {note}"
-    obj, V, it_out = best
-    stats = {"time": time.perf_counter() - t0, "iterations": int(state["iterations"]), "best_iteration": it_out,
-             "evaluations": int(state["evals"]), "history": history,
-             "stationarity": history[-1].get("stationarity") if history else None,
-             "active_set_size": history[-1]["active_set"] if history else 0, "smoothing": float(state["s"]),
-             "solver_objective": float(state["fx"]), "rank": setup.declared.rank}
-    return Solution(M=V["M"], L=V["L"], objective=float(problem.objective(V["M"])), status=status, backend="jax",
-                    solver=name, stats=stats, message=f"{status.message} ({message})")
-
-
-_NO_PIECE = DualPiece()
+    return Run(problem, setup, terms, Z0, solver, opts, mesh).run()

@@ -1,0 +1,386 @@
+"""The driver around the one jitted loop: re-checks, the rollback safeguard, certificates (convex
+problems) or stationarity (factor geometry), the caller's callback, and the Solution.
+
+A solve alternates a full **re-check** of the iterate (every triplet searched, active sets rebuilt,
+the exact objective) with a jitted **chunk** of solver iterations (:func:`.loop.run_chunk`). Each
+concern is one small method of :class:`Run`: :meth:`Run.recheck`, :meth:`Run.rolled_back`,
+:meth:`Run.measure` (certificate or stationarity), :meth:`Run.notify` (verbose line, callback),
+:meth:`Run.stop_reason`, :meth:`Run.step`, and :meth:`Run.result` / :meth:`Run.factor_result`.
+The status of the result is decided by :func:`metricopt.certify.policy.decide_status` only.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ...certify.certificate import Verdict
+from ...certify.policy import decide_status
+from ...errors import InputError
+from ...protocols import DualPiece
+from ...solution import Solution, Status
+from .solvers import SMOOTHING_MIN
+
+#: consecutive chunks without any change of M after which the solve is declared stalled
+STALL_CHUNKS = 5
+#: after a certificate at iteration ``k`` the next one comes ``max(certify_every, CERTIFY_GROWTH * k)``
+#: iterations later: certificates (an exact search of all triplets and a small dual program)
+#: stay a bounded share of the work, for at most ``CERTIFY_GROWTH`` extra iterations
+CERTIFY_GROWTH = 0.2
+#: certificates taking longer than CERTIFY_SLOW seconds are spaced so that the iterations between two
+#: of them take at least CERTIFY_SHARE times as long as the last one (the schedule then depends on timing)
+CERTIFY_SLOW = 0.5
+CERTIFY_SHARE = 3.0
+#: rollback safeguard: a chunk is undone when the re-check after it finds more than
+#: max(EXPLOSION_FACTOR * previous size, EXPLOSION_MIN) active triplets (the search then stops early)
+#: or the true objective rose by more than BLOWUP times its value; after MAX_REJECTIONS in a row the
+#: iterate is accepted whatever happens
+EXPLOSION_FACTOR = 16
+EXPLOSION_MIN = 100_000
+BLOWUP = 0.5
+MAX_REJECTIONS = 4
+#: smallest active-set capacity (padding bucket)
+MIN_CAPACITY = 256
+#: the re-check interval grows up to this multiple of ``check_every`` (solvers with adaptive checks)
+MAX_CHECK_FACTOR = 8
+
+_NO_PIECE = DualPiece()
+
+
+def _new_violators(old, new, h):
+    """How many triplets of ``new`` with ``h > 0`` are absent from ``old`` (numpy active sets)."""
+    if old is None:
+        return int(np.sum(h > 0))
+    key = lambda a: a["p"][a["mask"] > 0].astype(np.int64) * (1 << 31) + a["l"][a["mask"] > 0]
+    viol = (h > 0) & (new["mask"] > 0)
+    knew = new["p"][viol].astype(np.int64) * (1 << 31) + new["l"][viol]
+    return int(np.sum(~np.isin(knew, key(old))))
+
+
+class Run:
+    """One solve of the JAX backend (see the module docstring); ``Run(...).run()`` returns the Solution."""
+
+    def __init__(self, problem, setup, terms, Z0, solver, opts, mesh=None):
+        import jax.numpy as jnp
+
+        self.problem, self.setup, self.terms, self.solver, self.opts = problem, setup, terms, solver, opts
+        self.factor = setup.factor  # non-convex: stationarity instead of certificates
+        self.t0 = time.perf_counter()
+        self.term_classes = tuple(type(t) for t in terms)
+        self.roles = tuple((t.dual_piece(problem) or _NO_PIECE).loss for t in terms)
+        self.data = tuple({k: jnp.asarray(v) for k, v in t.jax_data(problem).items()} for t in terms)
+        self.geometry = setup.geometry
+        self.gdata = {"T": jnp.asarray(setup.gdata["T"])} if "T" in setup.gdata else {}
+        self.smoothed = solver.smoothing and any(t.jax_smoothed for t in terms)
+        self.extras = problem.extra_variables
+        self.online = solver.online
+        self.Z = np.asarray(self.geometry.project(jnp.asarray(Z0)), dtype=np.float64)
+        self.state = solver.init(jnp.asarray(self.Z))
+        self.n_dev, self.split = 1, None
+        if mesh is not None:
+            # the active triplets are split across the devices, everything else replicated
+            import jax
+            from jax.sharding import NamedSharding, PartitionSpec
+
+            self.n_dev = mesh.devices.size
+            self.split, replicate = NamedSharding(mesh, PartitionSpec("data")), NamedSharding(mesh, PartitionSpec())
+            self.data, self.gdata, self.state = jax.device_put((self.data, self.gdata, self.state), replicate)
+        self.dtype = str(self.state["M"].dtype)
+        # iteration bookkeeping
+        self.it, self.unchanged, self.interval = 0, 0, opts.check_every
+        self.capacity, self.np_actives = {}, {}  # per working-set term: capacity bucket, current active set
+        self.history, self.best = [], None  # best: (objective, V, iteration)
+        # certificates
+        self.cert, self.cert_V, self.cert_it, self.cert_time, self.cert_calls = None, None, None, 0.0, 0
+        self.last_cert, self.cert_end = 0.0, 0.0
+        # rollback safeguard (solvers that promise descent, on problems with working sets)
+        self.guarded = solver.monotone and any(t.uses_working_set for t in terms)
+        self.prev, self.prev_sizes, self.prev_prev_sizes = None, {}, {}
+        self.rejections, self.total_rejections, self.state_iters = 0, 0, 0
+        self.callback_time, self.callback_calls, self.stopped = 0.0, 0, None  # stopped: (V, it) a callback chose
+
+    # ------------------------------------------------------------------ the loop
+    def run(self):
+        status, message = None, ""
+        while True:
+            V = self.setup.to_point(self.Z)
+            actives, sizes, obj, new_viol, exploded = self.recheck(V)
+            if self.rolled_back(exploded, obj):
+                continue
+            self.rejections = 0
+            if not np.isfinite(obj) or not np.all(np.isfinite(self.Z)):
+                status, message = Status.ERROR, f"non-finite objective or metric at iteration {self.it}"
+                break
+            # constrained problems (hard-margin POLA) keep the last iterate; the others the best one seen
+            if self.best is None or obj < self.best[0] or self.problem.constraints:
+                self.best = (obj, V, self.it)
+            now = time.perf_counter()
+            done = self.it >= self.opts.max_iter or (self.opts.time_limit is not None
+                                                    and now - self.t0 >= self.opts.time_limit)
+            entry = {"iteration": self.it, "time": now - self.t0, "objective": obj, "active_set": sizes,
+                     "new_violators": new_viol, "smoothing": float(self.state["s"]) if self.smoothed else 0.0,
+                     "rel_gap": None}
+            if self.it > 0:
+                entry.update(self.solver.diagnostics(self.state))
+            stationary = self.measure(V, entry, actives, now, done)
+            self.history.append(entry)
+            stop_requested = self.notify(V, entry)
+            status, message = self.stop_reason(entry, stationary, stop_requested, done)
+            if status is not None:
+                if status is Status.EARLY_STOPPED:
+                    self.stopped = (V, self.it)
+                break
+            status, message = self.step(actives, new_viol, obj)
+            if status is not None:
+                break
+        if self.factor:
+            return self.factor_result(status, message)
+        return self.result(status, message)
+
+    # ------------------------------------------------------------------ re-check
+    def recheck(self, V):
+        """Rebuild the active sets at ``V["M"]`` (every triplet searched) and evaluate the exact objective.
+        Returns ``(actives, sizes, objective, new violators, exploded)``."""
+        import jax
+        import jax.numpy as jnp
+
+        actives, sizes, obj, new_viol = [], 0, 0.0, 0
+        guard = self.guarded and self.prev is not None and self.rejections < MAX_REJECTIONS
+        width = max(self.opts.margin, float(self.state["s"]))
+        for idx, t in enumerate(self.terms):
+            if not t.uses_working_set:
+                actives.append(None)
+                continue
+            limit = max(EXPLOSION_FACTOR * self.prev_sizes.get(idx, 0), EXPLOSION_MIN) if guard else None
+            found = t.jax_active_set(self.problem, V["M"], width, min_capacity=self.capacity.get(idx, MIN_CAPACITY),
+                                     multiple=self.n_dev, limit=limit)
+            if found is None:
+                return actives, sizes, obj, new_viol, True
+            act, size, val, h = found
+            self.prev_sizes[idx] = size
+            cap = act["mask"].shape[0]
+            # keep the capacity bucket (no recompilation) unless the set became mostly padding
+            self.capacity[idx] = cap if size >= cap // 16 else MIN_CAPACITY
+            new_viol += _new_violators(self.np_actives.get(idx), act, h)
+            self.np_actives[idx] = act
+            act_j = {k: jnp.asarray(v) for k, v in act.items()}
+            actives.append(act_j if self.split is None else jax.device_put(act_j, self.split))
+            sizes += size
+            obj += val
+        # the problem's own objective (terms outside the loop's view, e.g. hard-margin POLA's carrier, excluded)
+        obj += sum(t.value(self.problem, V) for t in self.problem.terms if not t.uses_working_set)
+        return actives, sizes, obj, new_viol, False
+
+    def rolled_back(self, exploded, obj):
+        """The safeguard: a chunk steps on the active set's model of the objective; where it left the
+        region where that model holds (the active set exploded, or the true objective rose by half), roll
+        back to the chunk's start with ten times smaller steps and a re-check after every iteration."""
+        guard = self.guarded and self.prev is not None and self.rejections < MAX_REJECTIONS
+        if not (guard and (exploded or obj - self.prev[2] > BLOWUP * abs(self.prev[2]))):
+            return False
+        self.rejections += 1
+        self.total_rejections += 1
+        self.Z, st_prev, _ = self.prev
+        self.state = {**self.solver.shorten(st_prev, self.state, 10.0), "iterations": self.state_iters}
+        self.prev_sizes = dict(self.prev_prev_sizes)
+        self.interval = 1
+        if self.opts.verbose:
+            print(f"[metricopt jax/{self.solver.name}] iter {self.it:6d}  step rejected (the active set's model "
+                  "failed); rolled back with 10x smaller steps", flush=True)
+        return True
+
+    # ------------------------------------------------------------------ certificate or stationarity
+    def _certify(self, V):
+        from ...certify import certify
+
+        tc = time.perf_counter()
+        cert = certify(self.problem, V["M"], tol=self.opts.tol, **{k: V[k] for k in self.extras})
+        self.last_cert = time.perf_counter() - tc
+        self.cert_end = time.perf_counter()
+        self.cert_time += self.last_cert
+        self.cert_calls += 1
+        return cert
+
+    def measure(self, V, entry, actives, now, done):
+        """Convex problems: the certificate when one is due (every ``certify_every`` iterations, more
+        sparsely later on: a deterministic schedule, so that a solve is reproducible; always before giving
+        up). Factor geometry: the relative gradient norm at the current smoothing. Returns whether a
+        non-convex iterate is stationary within ``tol``."""
+        if self.factor:
+            import jax.numpy as jnp
+
+            from .loop import run_chunk
+
+            probe = run_chunk(self.solver, self.term_classes, self.geometry, self.data, self.gdata, tuple(actives),
+                              self.state, jnp.asarray(0, jnp.int32), self.roles)
+            gnorm = float(probe["grad_norm"]) if "grad_norm" in probe else float("inf")
+            rel = gnorm * float(np.linalg.norm(self.Z)) / max(abs(float(probe["f"])), 1e-300)
+            entry["stationarity"] = rel
+            entry["certify_time"] = 0.0
+            at_min_width = not self.smoothed or float(self.state["s"]) <= SMOOTHING_MIN * (1 + 1e-9)
+            return at_min_width and rel <= self.opts.tol
+        cert, cert_it = self.cert, self.cert_it
+        due = self.it - cert_it >= max(self.opts.certify_every, int(CERTIFY_GROWTH * cert_it)) if cert else True
+        if due and cert is not None and self.last_cert > CERTIFY_SLOW:
+            # an expensive certificate (e.g. POLA's restricted dual program) waits until the iterations
+            # since the last one took CERTIFY_SHARE times as long: certificates stay a bounded share of the time
+            due = now - self.cert_end >= CERTIFY_SHARE * self.last_cert
+        if due or done or self.online:
+            self.cert = self._certify(V)
+            self.cert_it, self.cert_V = self.it, V
+            entry["rel_gap"] = self.cert.rel_gap
+        entry["certify_time"] = self.cert_time
+        return False
+
+    # ------------------------------------------------------------------ reporting
+    def notify(self, V, entry):
+        """The verbose line and the caller's callback (which sees the re-checked and possibly certified
+        iterate); returns whether the callback asked to stop."""
+        opts, it = self.opts, self.it
+        if opts.verbose:
+            gap = "" if entry["rel_gap"] is None else f"{entry['rel_gap']:.3e}"
+            unit = "pass" if self.online else "iter"
+            print(f"[metricopt jax/{self.solver.name}] {unit} {it:6d}  objective {entry['objective']:.10g}  "
+                  f"certified gap {gap:>10s}  active {entry['active_set']:7d}  {entry['time']:.2f}s"
+                  + "".join(f"  {k} {v:.3g}" for k, v in self.solver.diagnostics(self.state).items() if it > 0),
+                  flush=True)
+        if opts.callback is None:
+            return False
+        info = {**entry, "M": np.array(V["M"], dtype=np.float64, copy=True),
+                "certificate": self.cert if entry["rel_gap"] is not None else None,
+                "variables": {k: V[k] for k in self.extras}}
+        tc = time.perf_counter()
+        answer = opts.callback(info)
+        self.callback_time += time.perf_counter() - tc
+        self.callback_calls += 1
+        if answer is not None and not isinstance(answer, (bool, np.bool_)):
+            raise InputError(
+                f"callback must return True (stop at this iterate), False or None (go on); it returned "
+                f"{type(answer).__name__} at iteration {it}."
+            )
+        return bool(answer)
+
+    def stop_reason(self, entry, stationary, stop_requested, done):
+        """``(status, message)`` when the solve stops at this re-check, else ``(None, "")``: a certified
+        optimum wins over a callback's request, which wins over the iteration or time limit."""
+        it, tol = self.it, self.opts.tol
+        if entry["rel_gap"] is not None and self.cert.rel_gap <= tol:
+            return Status.OPTIMAL, f"certificate within tol {tol:.1e} after {it} iterations"
+        if stationary:
+            return Status.STATIONARY, (f"relative gradient norm {entry['stationarity']:.2e} <= tol {tol:.1e} after "
+                                       f"{it} iterations")
+        if stop_requested:
+            return Status.EARLY_STOPPED, f"the callback stopped the solve at iteration {it}"
+        if done:
+            if it >= self.opts.max_iter:
+                return Status.ITERATION_LIMIT, f"stopped after {it} {'passes' if self.online else 'iterations'}"
+            return Status.ITERATION_LIMIT, f"time limit {self.opts.time_limit:g}s reached after {it} iterations"
+        return None, ""
+
+    # ------------------------------------------------------------------ one chunk
+    def step(self, actives, new_viol, obj):
+        """One jitted chunk of iterations (online: one pass over the pairs per iteration), after the
+        re-check interval's update and the solver's own step between chunks (FISTA: the smoothing
+        continuation). Returns ``(status, message)`` when the iterates stalled, else ``(None, "")``."""
+        import jax.numpy as jnp
+
+        from .loop import run_chunk
+
+        opts, solver = self.opts, self.solver
+        # the re-check interval is lengthened while re-checks find no new violated triplet
+        if solver.adaptive_checks:
+            self.interval = (opts.check_every if new_viol
+                             else min(2 * self.interval, MAX_CHECK_FACTOR * opts.check_every))
+        if self.it > 0:
+            self.state = solver.between_chunks(self.state, self.smoothed)
+        steps = 1 if self.online else min(self.interval, opts.max_iter - self.it)
+        Z_prev = self.Z
+        self.prev, self.prev_prev_sizes = (self.Z, self.state, obj), dict(self.prev_sizes)
+        self.state = run_chunk(solver, self.term_classes, self.geometry, self.data, self.gdata, tuple(actives),
+                               self.state, jnp.asarray(steps, jnp.int32), self.roles)
+        self.Z = np.array(self.state["M"], dtype=np.float64)
+        self.it = self.state_iters = int(self.state["iterations"])
+        self.unchanged = self.unchanged + 1 if np.array_equal(self.Z, Z_prev) else 0
+        if self.unchanged < STALL_CHUNKS:
+            return None, ""
+        if self.factor:
+            return Status.ITERATION_LIMIT, (
+                f"the iterates stalled at iteration {self.it} (relative gradient norm "
+                f"{self.history[-1].get('stationarity', float('nan')):.2e} > tol {opts.tol:.1e}): not shown stationary")
+        message = f"the iterates stalled at iteration {self.it}"
+        if self.online:
+            message = (f"the online algorithm made no update in pass {self.it}: every pair meets its margin; an online "
+                       "learner stops at a feasible point, not at the batch optimum (use solver='fista' or the "
+                       "exact backend for that)")
+        # certify the last iterate before stopping
+        V = self.setup.to_point(self.Z)
+        self.cert, self.cert_V, self.cert_it = self._certify(V), V, self.it
+        return Status.OPTIMAL_INACCURATE, message
+
+    # ------------------------------------------------------------------ results
+    def result(self, status, message):
+        """A certified optimum, the iterate a callback stopped at, else the best iterate seen at a re-check
+        (certified); the status from :func:`~metricopt.certify.policy.decide_status`."""
+        if status is Status.OPTIMAL or self.best is None:
+            V_out, it_out = self.cert_V, self.cert_it
+        else:
+            V_out, it_out = self.stopped if status is Status.EARLY_STOPPED else self.best[1:]
+            if self.cert_V is None or V_out is not self.cert_V:
+                self.cert = self._certify(V_out)
+            status, note = decide_status(status, self.cert)
+            if note:
+                message += f"; {note}"
+        name, state, cert = self.solver.name, self.state, self.cert
+        if V_out is None:
+            return Solution(M=None, objective=float("nan"), status=status, backend="jax", solver=name,
+                            stats={"time": time.perf_counter() - self.t0, "iterations": self.it,
+                                   "history": self.history},
+                            message=f"{status.message} ({message})")
+        message += f"; certified relative gap {cert.rel_gap:.2e}"
+        if cert.verdict is Verdict.INFEASIBLE:
+            message += f" (the iterate is infeasible: {cert.details.get('reason', '')})"
+        stats = {
+            "time": time.perf_counter() - self.t0,
+            "iterations": self.it,
+            "best_iteration": it_out,
+            "evaluations": int(state["evals"]),
+            "certificate_rel_gap": cert.rel_gap,
+            "certify_time": self.cert_time,
+            "certify_calls": self.cert_calls,
+            "active_set_size": self.history[-1]["active_set"] if self.history else 0,
+            "history": self.history,
+            "dtype": self.dtype,
+            "device": str(next(iter(state["M"].devices()))),
+            "devices": self.n_dev,  # devices the triplets were sharded over
+            "solver_objective": float(state["fx"]),  # the loop's own value at its last iterate (active set)
+        }
+        if self.opts.callback is not None:
+            stats["callback_time"] = self.callback_time
+            stats["callback_calls"] = self.callback_calls
+        if self.smoothed:
+            stats["smoothing"] = float(state["s"])
+        if self.guarded:
+            stats["rollbacks"] = self.total_rejections
+        if "restarts" in state:
+            stats["restarts"] = int(state["restarts"])
+        variables = {k: V_out[k] for k in self.extras}
+        return Solution(M=V_out["M"], objective=float(self.problem.objective(V_out["M"], **variables)),
+                        status=status, backend="jax", solver=name, stats=stats,
+                        message=f"{status.message} ({message})", certificate=cert, variables=variables)
+
+    def factor_result(self, status, message):
+        """The Solution of a non-convex (factor geometry) solve: the best iterate seen at a re-check,
+        ``M = L^T L`` with its ``(r, d)`` factor, no certificate, never ``optimal``."""
+        status, note = decide_status(status, None, convex=False)
+        if note:
+            message += f"; {note}"
+        obj, V, it_out = self.best
+        state, history = self.state, self.history
+        stats = {"time": time.perf_counter() - self.t0, "iterations": int(state["iterations"]),
+                 "best_iteration": it_out, "evaluations": int(state["evals"]), "history": history,
+                 "stationarity": history[-1].get("stationarity") if history else None,
+                 "active_set_size": history[-1]["active_set"] if history else 0, "smoothing": float(state["s"]),
+                 "solver_objective": float(state["fx"]), "rank": self.setup.declared.rank}
+        return Solution(M=V["M"], L=V["L"], objective=float(self.problem.objective(V["M"])), status=status,
+                        backend="jax", solver=self.solver.name, stats=stats, message=f"{status.message} ({message})")
