@@ -355,17 +355,12 @@ def _pca_value(text):
 
 
 def _make_estimator(args):
+    """The estimator of ``--method`` with the options given (``--tol`` / ``--max-iter`` unset: the
+    backend's defaults, as the estimators resolve them)."""
     from . import LMNN, MMC, POLA
 
-    common = {"backend": args.backend, "solver": args.solver, "verbose": not args.quiet}
-    if args.tol is not None:
-        common["tol"] = args.tol
-    elif args.backend == "jax":
-        common["tol"] = 1e-6  # the JAX backend's tol is the certified relative gap to stop at
-    if args.max_iter is not None:
-        common["max_iter"] = args.max_iter
-    elif args.backend == "jax":
-        common["max_iter"] = 20_000
+    common = {"backend": args.backend, "solver": args.solver, "verbose": not args.quiet, "tol": args.tol,
+              "max_iter": args.max_iter}
     if args.method == "lmnn":
         return LMNN(k=args.k, mu=args.mu, **common)
     if args.method == "mmc":
@@ -377,8 +372,9 @@ def fit(args):
     """``metricopt fit``: split, preprocess, fit with progress, certify, report, save."""
     from . import certify, knn_error
     from ._validation import check_int, check_real
-    from .errors import InputError, NotConvexError, SolverError
-    from .io import Preprocessing, _attach, save_model
+    from .errors import InputError, NotConvexError
+    from .estimators.base import fit_estimator
+    from .io import Preprocessing, save_model
 
     if args.time_limit is not None and args.backend != "jax":
         raise InputError("--time-limit applies to --backend jax only; the exact backend stops on --max-iter.")
@@ -396,18 +392,13 @@ def fit(args):
     print(f"metricopt fit: {args.method.upper()} on {name} ({Xtr.shape[0]} train / {Xte.shape[0]} test points, "
           f"{X.shape[1]} features, preprocessing: {pre.describe()}), backend {args.backend}")
 
-    problem = est._make_problem(Xtr, ytr)
-    opts = est._solve_options()
-    if args.time_limit is not None:
-        opts["time_limit"] = args.time_limit
+    extra = {} if args.time_limit is None else {"time_limit": args.time_limit}
     t0 = time.perf_counter()
     with _progress(not args.quiet), warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # solver inaccuracy warnings: the status says it
-        sol = problem.solve(backend=args.backend, **opts)
+        fit_estimator(est, Xtr, ytr, **extra)  # a solve without a metric raises SolverError (exit status 1)
     elapsed = time.perf_counter() - t0
-    if sol.M is None:
-        raise SolverError(f"{problem.method} could not be fitted: status '{sol.status}': {sol.message}")
-    _attach(est, problem, sol)
+    problem, sol = est.problem_, est.solution_
     print(f"solve: status {sol.status.code}, objective {sol.objective:.10g}, {elapsed:.2f} s, "
           f"solver {sol.solver}, iterations {sol.stats.get('iterations')}")
     if not sol.status.is_optimal:

@@ -34,6 +34,16 @@ Safety
   :func:`os.replace`. An interrupted or failed save leaves the previous file (if any)
   untouched and removes its temporary file.
 
+Who writes what
+---------------
+This module is the container: the format, its checks, atomic writes, the preprocessing and
+the Solution form (``M``, ``L``, ``b``, status, statistics, certificate). Each estimator
+saves and restores its own state (``_model_state()`` and ``_restore_model_state(state)``,
+with a :class:`metricopt.estimators.base.ModelState`): its hyperparameters (regularizers by
+``term.config()``, rebuilt by :func:`metricopt.problems.terms.term_from_config`), training
+data and the arrays above; so a new estimator needs no change here beyond its entry in
+:data:`metricopt.estimators.MODEL_FILE_ESTIMATORS`.
+
 The learned metrics themselves solve the problems documented in
 :class:`metricopt.LMNNProblem` (Weinberger & Saul, JMLR 10:207-244, 2009, Eq. 14),
 :class:`metricopt.MMCProblem` (Xing et al., NIPS 2002, Section 2) and
@@ -51,10 +61,16 @@ import os
 import pathlib
 import tempfile
 import zipfile
+from collections.abc import Callable
+from typing import IO, Any, Union
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .errors import InputError
+from .estimators import MODEL_FILE_ESTIMATORS
+from .estimators.base import ModelState, ModelStateError
+from .estimators.learners import SavedPasses
 
 __all__ = [
     "FORMAT",
@@ -77,26 +93,20 @@ FORMAT_VERSION = 1
 #: Name of the array holding the JSON metadata (UTF-8 bytes as ``uint8``).
 METADATA_KEY = "__metricopt__"
 
-_METHODS = ("LMNN", "MMC", "POLA", "MultiMetricLMNN", "KernelLMNN")
-
-#: KernelLMNN: file array -> attribute of its problem, restored on load so that the kernel-PCA
-#: coordinates never depend on the reproducibility of the eigendecomposition (LAPACK)
-_KERNEL_STATE = {"kernel_Z": "X", "kernel_U": "_U", "kernel_eig": "_eig", "kernel_W": "_W", "kernel_kbar": "_kbar",
-                 "kernel_eigenvalues": "kernel_eigenvalues"}
-
-#: arrays an estimator's file needs besides X_train, y_train, M and L
-_ESTIMATOR_ARRAYS = {"LMNN": ("components", "target_neighbors"), "MMC": ("components",), "POLA": ("components",),
-                     "MultiMetricLMNN": ("clusters", "target_neighbors"),
-                     "KernelLMNN": ("components", "target_neighbors", "embedding", *_KERNEL_STATE)}
+#: a file path
+FilePath = Union[str, "os.PathLike[str]"]
 
 
-def _estimator_classes():
-    """``{name: class}`` of the estimators model files store (the names of :data:`_METHODS`)."""
-    from .estimators.kernel import KernelLMNN
-    from .estimators.learners import LMNN, MMC, POLA
-    from .estimators.multimetric import MultiMetricLMNN
+def _estimator_classes() -> dict[str, type]:
+    """``{name: class}`` of the estimators model files store: each saves and restores its own state
+    (``_model_state()``, ``_restore_model_state(state)``, :class:`metricopt.estimators.base.ModelState`)."""
+    return {cls.__name__: cls for cls in MODEL_FILE_ESTIMATORS}
 
-    return {c.__name__: c for c in (LMNN, MMC, POLA, MultiMetricLMNN, KernelLMNN)}
+
+def _estimator_names() -> str:
+    """``"LMNN, MMC, POLA, MultiMetricLMNN or KernelLMNN"``."""
+    names = list(_estimator_classes())
+    return f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 class ModelFileError(InputError):
@@ -109,7 +119,7 @@ class ModelFileError(InputError):
 # --------------------------------------------------------------------------- atomic writes
 
 
-def atomic_write(path, write):
+def atomic_write(path: FilePath, write: Callable[[IO[bytes]], Any]) -> pathlib.Path:
     """Write a file atomically: ``write(fh)`` into a temporary file, then rename it to ``path``.
 
     The temporary file lives in the destination folder (so that the rename is atomic on
@@ -193,7 +203,7 @@ class Preprocessing:
     pca : None, int or float, default None
     """
 
-    def __init__(self, scale="standard", pca=None):
+    def __init__(self, scale: str | None = "standard", pca: int | float | None = None) -> None:
         from .datasets import _check_scale
 
         self.scale = _check_scale(scale)
@@ -201,7 +211,7 @@ class Preprocessing:
         self.shift = self.width = self.pca_mean = self.pca_components = None
         self.n_features_in = None
 
-    def fit(self, X):
+    def fit(self, X: ArrayLike) -> Preprocessing:
         """Fit on training inputs ``X`` (n, d); returns ``self``."""
         from ._validation import check_X
         from .datasets import fit_scaling_pca
@@ -218,12 +228,12 @@ class Preprocessing:
         return self
 
     @property
-    def n_features_out(self):
+    def n_features_out(self) -> int | None:
         if self.pca_components is not None:
             return self.pca_components.shape[0]
         return self.n_features_in
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> np.ndarray:
         """Apply the fitted scaling and PCA to ``X`` (n, d)."""
         from ._validation import check_X
 
@@ -239,7 +249,7 @@ class Preprocessing:
             X = (X - self.pca_mean) @ self.pca_components.T
         return np.ascontiguousarray(X, dtype=np.float64)
 
-    def describe(self):
+    def describe(self) -> str:
         """In words, e.g. ``"standard scaling, PCA to 2 dimensions"``."""
         parts = []
         if self.scale is not None:
@@ -322,33 +332,6 @@ def _storable(arr, name):
 # --------------------------------------------------------------------------- collecting a model
 
 
-def _regularizer_meta(regularizer):
-    from .problems.terms import Frobenius, Trace
-
-    if regularizer is None:
-        return None
-    regs = list(regularizer) if isinstance(regularizer, (list, tuple)) else [regularizer]
-    out = []
-    for r in regs:
-        if type(r) in (Frobenius, Trace):
-            out.append({"term": type(r).__name__, "lam": float(r.lam)})
-        else:
-            raise InputError(
-                f"cannot save a model with the regularizer {r!r}: model files store only "
-                "metricopt.terms.Frobenius and metricopt.terms.Trace regularizers."
-            )
-    return out
-
-
-def _regularizer_from_meta(meta):
-    from .problems.terms import Frobenius, Trace
-
-    if meta is None:
-        return None
-    kinds = {"Frobenius": Frobenius, "Trace": Trace}
-    return [kinds[m["term"]](m["lam"]) for m in meta]
-
-
 def _certificate_meta(cert):
     if cert is None:
         return None
@@ -395,73 +378,59 @@ def _problem_meta(problem):
     return meta
 
 
+def _estimator_file_form(model, problem):
+    """``(metadata, arrays, solutions, certificate, problem)`` of a fitted estimator, from its own state."""
+    classes = _estimator_classes()
+    if classes.get(type(model).__name__) is not type(model):
+        names = list(classes)
+        raise InputError(f"save_model stores {', '.join(names[:-1])} and {names[-1]} estimators; "
+                         f"got {type(model).__name__}.")
+    if not hasattr(model, "solution_"):
+        raise InputError(f"this {type(model).__name__} is not fitted yet; call fit(X, y) before save_model.")
+    if problem is not None:
+        raise InputError("problem= is for saving a Solution; an estimator carries its own problem_.")
+    state = model._model_state()
+    meta = {"kind": "estimator", **_jsonable(state.meta)}
+    arrays = {name: _storable(value, name) for name, value in state.arrays.items()}
+    return meta, arrays, state.solutions, state.certificate, state.problem
+
+
 def _collect(model, problem):
     """``(metadata, arrays)`` of an estimator or a Solution."""
-    from .estimators.base import MetricLearner
     from .solution import Solution
 
-    classes = _estimator_classes()
-    arrays = {}
-    if isinstance(model, (MetricLearner, *classes.values())):
-        if type(model).__name__ not in classes:
-            raise InputError(f"save_model stores {', '.join(_METHODS[:-1])} and {_METHODS[-1]} estimators; "
-                             f"got {type(model).__name__}.")
-        if not hasattr(model, "solution_"):
-            raise InputError(f"this {type(model).__name__} is not fitted yet; call fit(X, y) before save_model.")
-        if problem is not None:
-            raise InputError("problem= is for saving a Solution; an estimator carries its own problem_.")
-        sol, problem = model.solution_, model.problem_
-        params = model.get_params(deep=False)
-        if "regularizer" in params:
-            params["regularizer"] = _regularizer_meta(params["regularizer"])
-        for name, value in params.items():  # e.g. MultiMetricLMNN's clusters=array: stored as an array
-            if isinstance(value, np.ndarray):
-                arrays["param_" + name] = _storable(value, name)
-                params[name] = {"array": "param_" + name}
-        meta = {"kind": "estimator", "estimator": type(model).__name__, "params": _jsonable(params)}
-        for attr, key in (("components_", "components"), ("embedding_", "embedding")):
-            if hasattr(model, attr):
-                arrays[key] = np.asarray(getattr(model, attr), dtype=np.float64)
-        meta["fitted"] = {"n_iter": int(getattr(model, "n_iter_", 0)),
-                          "passes": getattr(model, "passes_", None) is not None}
-        arrays["X_train"] = getattr(problem, "X_input", problem.X)
-        arrays["y_train"] = _storable(problem.y, "y")
-        arrays["classes"] = _storable(np.unique(problem.y), "classes")
-        if getattr(problem, "target_neighbors", None) is not None:
-            arrays["target_neighbors"] = np.asarray(problem.target_neighbors, dtype=np.int64)
-        if getattr(problem, "clusters", None) is not None:
-            arrays["clusters"] = np.asarray(problem.clusters, dtype=np.int64)
-        if hasattr(problem, "X_input"):
-            arrays.update({key: getattr(problem, attr) for key, attr in _KERNEL_STATE.items()})
-        if getattr(model, "single_solution_", None) is not None:
-            meta["single_solution"], single = _solution_file_form(model.single_solution_, "single_")
-            arrays.update(single)
-        if hasattr(model, "feature_names_in_"):
-            arrays["feature_names_in"] = _storable(np.asarray(model.feature_names_in_), "feature_names_in_")
+    if hasattr(model, "_model_state"):
+        meta, arrays, solutions, cert, problem = _estimator_file_form(model, problem)
     elif isinstance(model, Solution):
-        sol = model
-        meta = {"kind": "solution", "estimator": None, "params": None}
+        meta, arrays = {"kind": "solution", "estimator": None, "params": None}, {}
+        solutions, cert = {"solution": model}, model.certificate
     else:
-        raise InputError(
-            f"save_model needs a fitted metricopt estimator ({', '.join(_METHODS[:-1])} or {_METHODS[-1]}) or a "
-            "metricopt.Solution; "
-            f"got {type(model).__name__}."
-        )
+        raise InputError(f"save_model needs a fitted metricopt estimator ({_estimator_names()}) or a "
+                         f"metricopt.Solution; got {type(model).__name__}.")
+    sol = solutions["solution"]
     if sol.M is None:
         raise InputError(f"the solution has no metric (status '{sol.status}'); there is nothing to save.")
-    meta["solution"], sol_arrays = _solution_file_form(sol)
-    arrays.update(sol_arrays)
+    for key, extra in solutions.items():
+        if extra is not None:
+            meta[key], extra_arrays = _solution_file_form(extra, _solution_prefix(key))
+            arrays.update(extra_arrays)
     meta["method"] = problem.method if problem is not None else None
     meta["problem"] = _problem_meta(problem) if problem is not None else None
-    cert = getattr(model, "certificate_", None) if meta["kind"] == "estimator" else sol.certificate
     meta["certificate"] = _certificate_meta(cert)
     return meta, arrays
+
+
+def _solution_prefix(key):
+    """Prefix of the arrays of the solution stored under metadata ``key``: ``"solution"`` -> ``""``,
+    ``"single_solution"`` -> ``"single_"``."""
+    return key[: -len("solution")]
 
 
 # --------------------------------------------------------------------------- save
 
 
-def save_model(path, model, *, problem=None, preprocessing=None, info=None):
+def save_model(path: FilePath, model: Any, *, problem: Any = None, preprocessing: Preprocessing | None = None,
+               info: dict[str, Any] | None = None) -> pathlib.Path:
     """Save a fitted estimator (or a Solution) to one ``.npz`` model file, atomically.
 
     The file format and its safety properties are described in :mod:`metricopt.io`. The
@@ -503,7 +472,7 @@ def save_model(path, model, *, problem=None, preprocessing=None, info=None):
     ------
     metricopt.errors.InputError
         For an unfitted estimator, an unsupported object, a solution without a metric,
-        labels of object dtype, a regularizer other than Frobenius/Trace, or a
+        labels of object dtype, a regularizer term whose ``config()`` is None, or a
         destination folder that does not exist.
     """
     from ._version import __version__
@@ -538,7 +507,7 @@ def save_model(path, model, *, problem=None, preprocessing=None, info=None):
 class ModelFile:
     """A verified model file: ``metadata`` (dict from the JSON) and ``arrays`` (name -> ndarray)."""
 
-    def __init__(self, path, metadata, arrays):
+    def __init__(self, path: pathlib.Path, metadata: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         self.path = path
         self.metadata = metadata
         self.arrays = arrays
@@ -548,7 +517,7 @@ class ModelFile:
         return f"ModelFile({str(self.path)!r}, method={m.get('method')!r}, kind={m.get('kind')!r})"
 
 
-def read_model_file(path):
+def read_model_file(path: FilePath) -> ModelFile:
     """Read and verify a model file without building the model.
 
     Checks, in order: the file exists; it is a zip (``.npz``) archive; it holds the
@@ -666,118 +635,42 @@ def _solution_from_file(mf, key="solution", prefix=""):
                     certificate=_certificate_from_meta(sm.get("certificate")))
 
 
-def _attach(est, problem, sol, components=None, certificate="solution"):
-    """Set the fitted attributes of an estimator from its problem and solution, as ``fit`` does
-    (``components``: the estimator's map when it is not the solution's ``L``; ``certificate``:
-    the estimator's certificate when it is not the solution's)."""
-    est.problem_ = problem
-    est.solution_ = sol
-    est.certificate_ = sol.certificate if isinstance(certificate, str) else certificate
-    if hasattr(est, "transform"):  # MultiMetricLMNN has one metric per cluster, no linear map
-        est.components_ = sol.L if components is None else components
-    est.n_iter_ = int(sol.stats.get("iterations", 0))
-    est.n_features_in_ = getattr(problem, "X_input", problem.X).shape[1]
-    if "b" in sol.variables:
-        est.threshold_ = float(sol.variables["b"])
-    if "passes" in est.get_params(deep=False):  # LMNN's variants: a plain single solve here
-        est.passes_ = None
-        est.validation_curve_ = None
-    return est
-
-
-class SavedPasses:
-    """``passes_`` of a loaded multi-pass LMNN: the composed map ``L`` and the number of passes
-    (the per-pass solutions are not stored in model files)."""
-
-    def __init__(self, L, passes):
-        self.L = L
-        self.passes = passes
-
-    def __repr__(self):
-        return f"SavedPasses(passes={self.passes}, L shape {self.L.shape})"
-
-
-def _problem_from_file(mf, est, kind, X, y):
-    """The estimator's problem, rebuilt from the stored data (no target or cluster search)."""
-    from .problems.kernel_lmnn import KernelLMNNProblem
-    from .problems.lmnn import LMNNProblem
-    from .problems.multimetric import MultiMetricLMNNProblem
-
-    if kind in ("MMC", "POLA"):
-        return est._make_problem(X, y)
-    T = mf.arrays["target_neighbors"]
-    if kind == "LMNN":
-        return est._make_problem(X, y, target_neighbors=T)
-    common = {"k": est.k, "mu": est.mu, "target_neighbors": T, "regularizer": est.regularizer}
-    if kind == "MultiMetricLMNN":
-        return MultiMetricLMNNProblem(X, y, clusters=mf.arrays["clusters"], random_state=est.random_state, **common)
-    pm = mf.metadata["problem"]
-    problem = KernelLMNNProblem(X, y, kernel=pm["kernel"], kernel_params=pm["kernel_params"],
-                                n_components=pm["n_components"], **common)
-    for key, attr in _KERNEL_STATE.items():
-        setattr(problem, attr, mf.arrays[key])
-    LMNNProblem.__init__(problem, problem.X, y, **common)  # the LMNN part over the restored coordinates
-    return problem
-
-
 def _estimator_from_file(mf):
+    """The fitted estimator of an estimator file: the class named in the file restores its own state."""
     meta = mf.metadata
     classes = _estimator_classes()
-    kind = meta.get("estimator")
-    if kind not in classes:
-        raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: unknown estimator {kind!r}.")
-    _need(mf, "X_train", "y_train", "M", "L", *_ESTIMATOR_ARRAYS[kind])
-    params = dict(meta.get("params") or {})
-    known = classes[kind]().get_params(deep=False)
-    unknown = sorted(set(params) - set(known))
+    name = meta.get("estimator")
+    if name not in classes:
+        raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: unknown estimator {name!r}.")
+    est = classes[name]()
+    unknown = sorted(set(meta.get("params") or {}) - set(est.get_params(deep=False)))
     if unknown:
         raise ModelFileError(
-            f"model file {str(mf.path)!r} was written by metricopt {meta.get('metricopt_version')} with {kind} "
+            f"model file {str(mf.path)!r} was written by metricopt {meta.get('metricopt_version')} with {name} "
             f"parameter(s) {', '.join(unknown)} that this metricopt does not know; load it with that version."
         )
-    if "regularizer" in params:
-        params["regularizer"] = _regularizer_from_meta(params["regularizer"])
-    for name, value in params.items():
-        if isinstance(value, dict) and set(value) == {"array"}:
-            _need(mf, value["array"])
-            params[name] = mf.arrays[value["array"]]
+    solutions = {key: _solution_from_file(mf, key, _solution_prefix(key))
+                 for key in est._model_solutions if meta.get(key) is not None}
+    if "solution" not in solutions:
+        raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: it holds no solution.")
+    state = ModelState(meta, dict(mf.arrays), solutions=solutions, certificate=_estimator_certificate(meta, solutions))
     try:
-        est = classes[kind](**params)
-        problem = _problem_from_file(mf, est, kind, mf.arrays["X_train"], mf.arrays["y_train"])
+        est._restore_model_state(state)
+    except ModelStateError as exc:
+        raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: {exc}") from None
     except (InputError, TypeError, KeyError) as exc:
-        raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: its {kind} cannot be rebuilt ({exc}).") from None
-    sol = _solution_from_file(mf)
-    comp = mf.arrays.get("components")
-    d = problem.d
-    if sol.M.shape != (d, d) or (comp is not None and (comp.ndim != 2 or comp.shape[1] != d)):
-        shapes = f"M {sol.M.shape}" + (f" and components {comp.shape}" if comp is not None else "")
-        raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: {shapes} do not fit its problem "
-                             f"with a {d} x {d} metric.")
-    cert_meta = meta.get("certificate")
-    if cert_meta == meta["solution"].get("certificate"):
-        cert = "solution"
-    else:
-        cert = _certificate_from_meta(cert_meta)
-    _attach(est, problem, sol, components=comp, certificate=cert)
-    fitted = meta.get("fitted") or {}
-    est.n_iter_ = int(fitted.get("n_iter", est.n_iter_))
-    if kind == "LMNN":
-        est.passes_ = SavedPasses(comp, params.get("passes")) if fitted.get("passes") else None
-        est.validation_curve_ = None
-    elif kind == "KernelLMNN":
-        est.embedding_ = mf.arrays["embedding"]
-    elif kind == "MultiMetricLMNN":
-        est.metrics_ = problem.metrics(sol.M)
-        est.clusters_ = problem.clusters
-        est.classes_ = problem.classes_
-        single = meta.get("single_solution")
-        est.single_solution_ = _solution_from_file(mf, "single_solution", "single_") if single else None
-    if "feature_names_in" in mf.arrays:
-        est.feature_names_in_ = mf.arrays["feature_names_in"].astype(object)
+        raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: its {name} cannot be rebuilt ({exc}).") from None
     return est
 
 
-def load_model(path):
+def _estimator_certificate(meta, solutions):
+    """The estimator's certificate: the solution's own object when the file records the same one."""
+    if meta.get("certificate") == meta["solution"].get("certificate"):
+        return solutions["solution"].certificate
+    return _certificate_from_meta(meta.get("certificate"))
+
+
+def load_model(path: FilePath) -> Any:
     """Load a model file written by :func:`save_model`.
 
     Parameters

@@ -5,12 +5,15 @@
 2. functional tests on iris and wine (standardized): the learned map, the Mahalanobis
    matrix, certificates, kNN accuracy, hard-margin POLA errors, clone / params,
    determinism, pickling;
-3. use inside a ``Pipeline`` and ``cross_val_score``.
+3. use inside a ``Pipeline`` and ``cross_val_score``;
+4. hyperparameter checks (``_parameter_constraints``, metricopt's errors) and the solver
+   defaults left to the backend.
 """
 
 from __future__ import annotations
 
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -25,6 +28,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import metricopt
 from metricopt import LMNN, MMC, POLA, Certificate, SolverError, Status
+from metricopt.errors import InputError, UnknownOptionError
 from metricopt.terms import Frobenius
 
 ESTIMATORS = {"LMNN": LMNN, "MMC": MMC, "POLA": POLA}
@@ -299,3 +303,62 @@ def test_grid_search_sets_nested_params(iris_raw):
     assert search.best_params_["metric__mu"] in (0.25, 0.75)
     assert search.best_estimator_.named_steps["metric"].mu == search.best_params_["metric__mu"]
     assert search.best_score_ >= 0.9
+
+
+# ------------------------------------------------------------------------------------------
+# 4. hyperparameter checks (_parameter_constraints) and solver defaults
+# ------------------------------------------------------------------------------------------
+
+ALL_ESTIMATORS = {**ESTIMATORS, "MultiMetricLMNN": metricopt.MultiMetricLMNN, "KernelLMNN": metricopt.KernelLMNN}
+
+
+@pytest.mark.parametrize("name", list(ALL_ESTIMATORS))
+def test_every_parameter_has_constraints(name):
+    cls = ALL_ESTIMATORS[name]
+    assert set(cls._parameter_constraints) == set(cls().get_params(deep=False))
+
+
+BAD_PARAMS = [
+    (LMNN(k=0), InputError, "k must be >= 1; got 0."),
+    (LMNN(k=True), InputError, "k must be an integer; got True."),
+    (LMNN(mu=1.5), InputError, "mu must be <= 1.0 and >= 0.0; got 1.5."),
+    (LMNN(mu=float("nan")), InputError, "mu must be a finite real number; got nan."),
+    (LMNN(tol=0.0), InputError, "tol must be > 0.0; got 0.0."),
+    (LMNN(tol="small"), InputError, "tol must be a finite real number or None; got 'small'."),
+    (LMNN(max_iter=0), InputError, "max_iter must be >= 1; got 0."),
+    (LMNN(backend="torch"), UnknownOptionError, "unknown backend 'torch'; choose one of: 'cvxpy', 'jax'."),
+    (LMNN(solver=3), InputError, "solver must be None or a str; got 3."),
+    (LMNN(passes=0), InputError, "passes must be >= 1; got 0."),
+    (LMNN(n_components=1.5), InputError, "n_components must be an integer or None; got 1.5."),
+    (LMNN(validation_fraction=1.0), InputError, "validation_fraction must be < 1.0 and > 0.0; got 1.0."),
+    (LMNN(search="kd"), UnknownOptionError, "unknown search 'kd'; choose one of: 'auto', 'brute', 'tree'."),
+    (MMC(diagonal="no"), InputError, "diagonal must be a bool; got 'no'."),
+    (POLA(C=0), InputError, "C must be > 0.0; got 0.0."),
+    (metricopt.MultiMetricLMNN(init="pca"), UnknownOptionError, "unknown init 'pca'; choose one of: 'single'."),
+    (metricopt.MultiMetricLMNN(clusters=3), InputError,
+     "clusters must be one of 'labels', 'kmeans' or an array-like; got 3."),
+    (metricopt.KernelLMNN(n_components=0), InputError, "n_components must be >= 1; got 0."),
+]
+
+
+@pytest.mark.parametrize("est, exc, msg", BAD_PARAMS, ids=[repr(c[0]) for c in BAD_PARAMS])
+def test_bad_parameters_raise_metricopt_errors_at_fit(est, exc, msg, iris):
+    X, y = iris
+    with pytest.raises(exc, match=f"^{re.escape(msg)}$"):
+        est.fit(X, y)
+    assert not hasattr(est, "solution_")
+
+
+def test_unset_tol_and_max_iter_leave_the_backends_defaults(iris, monkeypatch):
+    from metricopt.estimators import base
+
+    assert base.solve_options(LMNN(backend="jax")) == {"verbose": False}
+    assert base.solve_options(LMNN(tol=1e-5, max_iter=50, solver="SCS")) == {
+        "verbose": False, "tol": 1e-5, "max_iter": 50, "solver": "SCS"}
+    seen = []
+    real_solve = base.solve
+    monkeypatch.setattr(base, "solve", lambda problem, backend, **options: seen.append((backend, options))
+                        or real_solve(problem, backend=backend, **options))
+    X, y = iris
+    MMC().fit(X[::3], y[::3])
+    assert seen == [("cvxpy", {"verbose": False})]

@@ -498,3 +498,50 @@ def test_kernel_lmnn_bad_kernel_params_are_corrupt(kernel_fits, tmp_path):
     with pytest.raises(ModelFileError, match=re.escape(f"model file {str(path)!r} is corrupt: its KernelLMNN cannot "
                                                        "be rebuilt (kernel_params['gamma'] must be > 0")):
         load_model(path)
+
+
+# --------------------------------------------------------------------------- regularizers and shapes
+
+
+def test_regularizer_is_stored_by_its_config(iris, tmp_path):
+    from metricopt.terms import Trace
+
+    X, y = iris
+    est = LMNN(k=2, regularizer=Trace(1e-3)).fit(X, y)
+    path = save_model(tmp_path / "r.npz", est)
+    assert read_model_file(path).metadata["params"]["regularizer"] == [{"term": "Trace", "lam": 1e-3}]
+    got = load_model(path)
+    (term,) = got.regularizer
+    assert type(term) is Trace and term.lam == 1e-3
+    assert got.problem_.objective(got.solution_.M) == est.solution_.objective
+
+
+def test_regularizer_without_config_cannot_be_saved(iris, tmp_path):
+    from metricopt.terms import Linear
+
+    X, y = iris
+    est = LMNN(k=2, regularizer=Linear(1e-3 * np.eye(4))).fit(X, y)
+    with pytest.raises(InputError, match=r"^cannot save a model with the regularizer .*: model files store only terms "
+                                         r"that describe themselves by term\.config\(\)"):
+        save_model(tmp_path / "r.npz", est)
+    assert not (tmp_path / "r.npz").exists()
+
+
+def test_components_of_the_wrong_shape_are_corrupt(model_path):
+    arrays, meta = _raw(model_path)
+    arrays["components"] = arrays["components"][:, :3].copy()
+    meta["sha256"] = _payload_sha256(arrays)
+    _rewrite(model_path, arrays, meta)
+    msg = (f"model file {str(model_path)!r} is corrupt: M (4, 4) and components (4, 3) do not fit its problem with "
+           "a 4 x 4 metric.")
+    with pytest.raises(ModelFileError, match=f"^{re.escape(msg)}$"):
+        load_model(model_path)
+
+
+def test_unknown_regularizer_term_is_corrupt(model_path):
+    arrays, meta = _raw(model_path)
+    meta["params"]["regularizer"] = [{"term": "Warp", "lam": 1.0}]
+    _rewrite(model_path, arrays, meta)
+    with pytest.raises(ModelFileError, match=re.escape(f"model file {str(model_path)!r} is corrupt: its LMNN cannot be "
+                                                       "rebuilt (unknown term 'Warp'")):
+        load_model(model_path)

@@ -5,4 +5,8 @@ from .kernel import KernelLMNN
 from .learners import LMNN, MMC, POLA
 from .multimetric import MultiMetricLMNN
 
-__all__ = ["MetricLearner", "LMNN", "MMC", "POLA", "MultiMetricLMNN", "KernelLMNN"]
+__all__ = ["MetricLearner", "LMNN", "MMC", "POLA", "MultiMetricLMNN", "KernelLMNN", "MODEL_FILE_ESTIMATORS"]
+
+#: the estimators :mod:`metricopt.io` saves and loads (each restores its own state; see
+#: :class:`metricopt.estimators.base.ModelState`)
+MODEL_FILE_ESTIMATORS = (LMNN, MMC, POLA, MultiMetricLMNN, KernelLMNN)

@@ -1,69 +1,366 @@
-"""Shared machinery of the scikit-learn estimators: fit = problem -> backend -> certificate."""
+"""Shared machinery of the scikit-learn estimators: one fit path, and model-file state.
+
+Fitting (:func:`fit_estimator`, behind every estimator's ``fit``) is one sequence:
+
+1. check the hyperparameters against the class's ``_parameter_constraints``
+   (:func:`~metricopt.estimators._params.validate_parameters`), then ``_check_param_combination()``;
+2. check ``X`` and ``y`` (metricopt's checks, then scikit-learn's ``validate_data``, which sets
+   ``n_features_in_``);
+3. ``_fit_solution(X, y, options)``: build the problem (``_make_problem``) and solve it with the
+   estimator's backend and ``_solve_options()`` -- the hook the variants replace (multi-pass,
+   low-rank and early-stopped LMNN, multi-metric LMNN's single-metric start);
+4. refuse a solution without a metric (:class:`~metricopt.errors.SolverError`);
+5. ``_set_fitted``: ``problem_``, ``solution_``, ``certificate_``, ``components_`` (estimators
+   with a linear map), ``n_iter_``, then the estimator's own attributes (``_fitted_extras()``:
+   POLA's ``threshold_``, kernel LMNN's ``embedding_``, ...).
+
+Model files (:mod:`metricopt.io`) ask each estimator for its state (``_model_state()`` ->
+:class:`ModelState`) and give it back on load (``_restore_model_state(state)``), which rebuilds
+the problem from the stored arrays (``_problem_from_state``), collects the fitted result
+(``_fit_from_state``) and sets it through the same ``_set_fitted``.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any, ClassVar, TypeVar
+
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._validation import check_X, check_y
 from ..errors import InputError, SolverError
+from ..protocols import Problem
+from ..solution import Solution
+from ..solving import solve
+from ._params import validate_parameters
+
+__all__ = ["FitResult", "MetricLearner", "ModelState", "ModelStateError", "ProblemFitMixin", "fit_estimator",
+           "solve_options"]
+
+_E = TypeVar("_E", bound="ProblemFitMixin")
 
 
-def solve_options(estimator):
-    """The ``problem.solve`` options an estimator's ``tol``, ``max_iter``, ``verbose`` and ``solver`` give."""
-    opts = {"tol": estimator.tol, "max_iter": estimator.max_iter, "verbose": bool(estimator.verbose)}
-    if estimator.solver is not None:
-        opts["solver"] = estimator.solver
+
+class _FromSolution:
+    """``FitResult.certificate``'s default: the certificate the solution carries."""
+
+    def __repr__(self) -> str:
+        return "<the solution's certificate>"
+
+
+_FROM_SOLUTION: Any = _FromSolution()
+
+
+def solve_options(estimator: Any) -> dict[str, Any]:
+    """The solve options an estimator's ``tol``, ``max_iter``, ``verbose`` and ``solver`` give.
+
+    Only the options that are set are passed: ``tol=None``, ``max_iter=None`` and ``solver=None``
+    leave the backend's own defaults (the exact backend: ``tol=1e-8``, ``max_iter=100000``; the JAX
+    backend: ``tol=1e-6``, ``max_iter=20000``), so that an estimator and ``metricopt.solve`` with
+    the same backend run with the same defaults.
+    """
+    opts: dict[str, Any] = {"verbose": bool(estimator.verbose)}
+    for name in ("solver", "tol", "max_iter"):
+        value = getattr(estimator, name)
+        if value is not None:
+            opts[name] = value
     return opts
 
 
-class MetricLearner(TransformerMixin, BaseEstimator):
-    """Base class: a supervised Mahalanobis metric learner.
+@dataclasses.dataclass
+class FitResult:
+    """What one fit produced, before it becomes the estimator's fitted attributes.
 
-    Subclasses implement ``_make_problem(X, y)`` and ``_solve_options()``.
-    ``fit`` builds the declarative problem, solves it with the chosen backend,
-    keeps the :class:`~metricopt.Solution` (``solution_``) and its certificate
+    Attributes
+    ----------
+    problem : Problem
+        The problem ``predict`` and the certificate refer to (``problem_``).
+    solution : Solution
+        The solve that produced the metric (``solution_``).
+    components : ndarray, optional
+        The linear map (``components_``); default: ``solution.L``.
+    certificate : Certificate or None, optional
+        The estimator's certificate (``certificate_``); default: the solution's.
+    n_iter : int, optional
+        Iterations (``n_iter_``); default: ``solution.stats["iterations"]``.
+    attributes : dict
+        Further fitted attributes by name (e.g. ``passes_``), set after ``_fitted_extras()``.
+    """
+
+    problem: Any
+    solution: Solution
+    components: np.ndarray | None = None
+    certificate: Any = _FROM_SOLUTION
+    n_iter: int | None = None
+    attributes: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.components is None:
+            self.components = self.solution.L
+        if self.certificate is _FROM_SOLUTION:
+            self.certificate = self.solution.certificate
+        if self.n_iter is None:
+            self.n_iter = int(self.solution.stats.get("iterations", 0))
+
+
+class ModelStateError(InputError):
+    """A model file's stored state does not rebuild a fitted estimator (a missing array, shapes that do
+    not fit); :mod:`metricopt.io` reports it as a corrupt file, naming the file."""
+
+
+@dataclasses.dataclass
+class ModelState:
+    """An estimator's fitted state as a model file holds it.
+
+    :mod:`metricopt.io` adds the container (format, version, checksums), the Solution form and
+    the preprocessing. On save the estimator fills ``meta`` with its part of the file's
+    metadata (``estimator``, ``params``, ``fitted``, ...) and ``arrays`` with its arrays; on load
+    ``meta`` is the file's whole metadata (``meta["problem"]`` included) and ``arrays`` all of its
+    arrays.
+
+    Attributes
+    ----------
+    meta : dict
+        JSON-ready metadata.
+    arrays : dict of str to ndarray
+    problem : Problem or None
+        The fitted problem (save only: the file records its method and description).
+    solutions : dict of str to Solution or None
+        ``"solution"`` (the fitted one) and any other the estimator keeps (e.g.
+        ``"single_solution"``); each is stored under that metadata key with its arrays named with
+        the key's prefix (``"single_solution"``: ``single_M``, ``single_L``). ``None`` is not stored.
+    certificate : Certificate or None
+        The estimator's certificate (``certificate_``).
+    """
+
+    meta: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+    problem: Any = None
+    solutions: dict[str, Solution | None] = dataclasses.field(default_factory=dict)
+    certificate: Any = None
+
+    def array(self, name: str) -> np.ndarray:
+        """The stored array ``name``; :class:`ModelStateError` when the file lacks it."""
+        if name not in self.arrays:
+            raise ModelStateError(f"array(s) {name} missing; the file was not written by metricopt.io.save_model or "
+                                  "was edited. Fit and save the model again.")
+        return self.arrays[name]
+
+
+def fit_estimator(estimator: _E, X: ArrayLike, y: ArrayLike, **extra_options: Any) -> _E:
+    """Fit ``estimator`` on ``X`` (n, d) and ``y`` (n,): the one fit path (see the module docstring).
+
+    Parameters
+    ----------
+    estimator : ProblemFitMixin
+    X, y : array-like
+    **extra_options
+        Solve options added to the estimator's own (the command line's ``time_limit``).
+
+    Returns
+    -------
+    estimator
+
+    Raises
+    ------
+    metricopt.errors.InputError
+        For invalid hyperparameters or data (``UnknownOptionError`` for an unknown option).
+    metricopt.errors.SolverError
+        When the solve returns no metric.
+    """
+    name = type(estimator).__name__
+    validate_parameters(estimator)
+    estimator._check_param_combination()
+    if y is None:
+        raise InputError(f"{name} requires y to be passed, but the target y is None.")
+    Xc = check_X(X)
+    yc = check_y(y, Xc.shape[0])
+    validate_data(estimator, X, y, dtype=np.float64)
+    fit = estimator._fit_solution(Xc, yc, {**estimator._solve_options(), **extra_options})
+    sol = fit.solution
+    if sol.M is None:
+        raise SolverError(f"{name} could not be fitted: status '{sol.status}': {sol.message}")
+    estimator._set_fitted(fit)
+    return estimator
+
+
+def regularizer_config(regularizer: Any) -> list[dict[str, Any]] | None:
+    """The regularizer (a term, a list of terms or None) as JSON: ``[term.config(), ...]``."""
+    if regularizer is None:
+        return None
+    out = []
+    for term in regularizer if isinstance(regularizer, (list, tuple)) else [regularizer]:
+        config = term.config() if callable(getattr(term, "config", None)) else None
+        if config is None:
+            raise InputError(f"cannot save a model with the regularizer {term!r}: model files store only terms that "
+                             "describe themselves by term.config() (e.g. metricopt.terms.Frobenius and "
+                             "metricopt.terms.Trace); fit with such a regularizer to save the model.")
+        out.append(config)
+    return out
+
+
+class ProblemFitMixin:
+    """Fit = hyperparameter checks -> problem -> backend -> certificate; model-file state.
+
+    The base of every metricopt estimator (see the module docstring for the sequence and the
+    hooks). A subclass declares ``_parameter_constraints`` and implements ``_make_problem(X, y)``;
+    it overrides the other hooks only where it differs.
+    """
+
+    #: parameter name -> constraints (any one satisfied), checked at fit
+    _parameter_constraints: ClassVar[dict[str, list]] = {}
+    #: whether the estimator is a linear map (``components_``, ``transform``)
+    _linear_map: ClassVar[bool] = False
+    #: metadata keys of the solutions its model files hold (see :class:`ModelState`)
+    _model_solutions: ClassVar[tuple[str, ...]] = ("solution",)
+
+    def fit(self: _E, X: ArrayLike, y: ArrayLike) -> _E:
+        """Learn from ``X`` (n, d) and labels ``y`` (n,); returns the fitted estimator."""
+        return fit_estimator(self, X, y)
+
+    # ---------------------------------------------------------------- fit hooks
+    def _check_param_combination(self) -> None:
+        """Checks that involve several hyperparameters (after each was checked on its own)."""
+
+    def _make_problem(self, X: np.ndarray, y: np.ndarray) -> Problem:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _solve_options(self) -> dict[str, Any]:
+        return solve_options(self)
+
+    def _fit_solution(self, X: np.ndarray, y: np.ndarray, options: dict[str, Any]) -> FitResult:
+        """Build the problem on checked ``X``, ``y`` and solve it with ``options``."""
+        problem = self._make_problem(X, y)
+        return FitResult(problem, solve(problem, backend=self.backend, **options))
+
+    def _fitted_extras(self) -> dict[str, Any]:
+        """Fitted attributes derived from ``problem_``, ``solution_`` and ``components_``."""
+        return {}
+
+    def _set_fitted(self, fit: FitResult) -> None:
+        self.problem_ = fit.problem
+        self.solution_ = fit.solution
+        self.certificate_ = fit.certificate
+        if self._linear_map:
+            self.components_ = fit.components
+        self.n_iter_ = fit.n_iter
+        for name, value in {**self._fitted_extras(), **fit.attributes}.items():
+            setattr(self, name, value)
+
+    # ---------------------------------------------------------------- model-file state
+    def _fitted_meta(self) -> dict[str, Any]:
+        return {"n_iter": int(self.n_iter_), "passes": False}
+
+    def _training_inputs(self) -> np.ndarray:
+        """The training inputs as ``fit`` received them (checked)."""
+        return self.problem_.X
+
+    def _model_state(self) -> ModelState:
+        """The fitted state for a model file: hyperparameters (array values and regularizers in file
+        form), training data and labels, target neighbours, the solution and the certificate."""
+        problem = self.problem_
+        params, arrays = self._params_to_state()
+        arrays.update(X_train=self._training_inputs(), y_train=np.asarray(problem.y), classes=np.unique(problem.y))
+        targets = getattr(problem, "target_neighbors", None)
+        if targets is not None:
+            arrays["target_neighbors"] = np.asarray(targets, dtype=np.int64)
+        if hasattr(self, "feature_names_in_"):
+            arrays["feature_names_in"] = np.asarray(self.feature_names_in_)
+        meta = {"estimator": type(self).__name__, "params": params, "fitted": self._fitted_meta()}
+        return ModelState(meta, arrays, problem, {"solution": self.solution_}, self.certificate_)
+
+    def _params_to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        params = self.get_params(deep=False)
+        arrays = {}
+        if "regularizer" in params:
+            params["regularizer"] = regularizer_config(params["regularizer"])
+        for name, value in params.items():  # e.g. MultiMetricLMNN's clusters=array: stored as an array
+            if isinstance(value, np.ndarray):
+                arrays["param_" + name] = value
+                params[name] = {"array": "param_" + name}
+        return params, arrays
+
+    def _params_from_state(self, state: ModelState) -> dict[str, Any]:
+        from ..problems.terms import term_from_config
+
+        params = dict(state.meta.get("params") or {})
+        if params.get("regularizer") is not None:
+            params["regularizer"] = [term_from_config(config) for config in params["regularizer"]]
+        for name, value in params.items():
+            if isinstance(value, dict) and set(value) == {"array"}:
+                params[name] = state.array(value["array"])
+        return params
+
+    def _problem_from_state(self, X: np.ndarray, y: np.ndarray, state: ModelState) -> Problem:
+        """The fitted problem rebuilt from the stored data (no neighbour or cluster search)."""
+        return self._make_problem(X, y)
+
+    def _fit_from_state(self, problem: Problem, state: ModelState) -> FitResult:
+        components = state.array("components") if self._linear_map else None
+        n_iter = (state.meta.get("fitted") or {}).get("n_iter")
+        return FitResult(problem, state.solutions["solution"], components=components, certificate=state.certificate,
+                         n_iter=None if n_iter is None else int(n_iter))
+
+    def _restore_model_state(self, state: ModelState) -> None:
+        """Become the fitted estimator ``state`` describes (the inverse of :meth:`_model_state`).
+
+        Raises
+        ------
+        ModelStateError
+            For a missing array or stored shapes that do not fit the rebuilt problem.
+        metricopt.errors.InputError
+            When the stored hyperparameters or data do not rebuild the problem.
+        """
+        self.set_params(**self._params_from_state(state))
+        X, y = state.array("X_train"), state.array("y_train")
+        fit = self._fit_from_state(self._problem_from_state(X, y, state), state)
+        _check_state_shapes(fit, self._linear_map)
+        self._set_fitted(fit)
+        self.n_features_in_ = X.shape[1]
+        if "feature_names_in" in state.arrays:
+            self.feature_names_in_ = state.arrays["feature_names_in"].astype(object)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        return tags
+
+
+def _check_state_shapes(fit: FitResult, linear_map: bool) -> None:
+    d = fit.problem.d
+    M, comp = fit.solution.M, fit.components if linear_map else None
+    if M.shape != (d, d) or (comp is not None and (comp.ndim != 2 or comp.shape[1] != d)):
+        shapes = f"M {M.shape}" + (f" and components {comp.shape}" if comp is not None else "")
+        raise ModelStateError(f"{shapes} do not fit its problem with a {d} x {d} metric.")
+
+
+class MetricLearner(ProblemFitMixin, TransformerMixin, BaseEstimator):
+    """Base class: a supervised Mahalanobis metric learner, a linear map ``x -> L x``.
+
+    Subclasses declare ``_parameter_constraints`` and implement ``_make_problem(X, y)``;
+    ``fit`` (:func:`fit_estimator`) builds the declarative problem, solves it with the chosen
+    backend, keeps the :class:`~metricopt.Solution` (``solution_``) and its certificate
     (``certificate_``), and exposes ``components_`` (``L``, with ``M = L^T L``).
     """
 
-    def _make_problem(self, X, y):  # pragma: no cover - abstract
-        raise NotImplementedError
+    _linear_map = True
 
-    def _solve_options(self):
-        return solve_options(self)
+    def _model_state(self) -> ModelState:
+        state = super()._model_state()
+        state.arrays["components"] = np.asarray(self.components_, dtype=np.float64)
+        return state
 
-    def fit(self, X, y):
-        """Learn the metric from ``X`` (n, d) and labels ``y`` (n,)."""
-        if y is None:
-            raise InputError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
-        Xc = check_X(X)
-        yc = check_y(y, Xc.shape[0])
-        validate_data(self, X, y, dtype=np.float64)
-        problem = self._make_problem(Xc, yc)
-        sol = problem.solve(backend=self.backend, **self._solve_options())
-        if sol.M is None:
-            raise SolverError(f"{type(self).__name__} could not be fitted: status '{sol.status}': {sol.message}")
-        self.problem_ = problem
-        self.solution_ = sol
-        self.certificate_ = sol.certificate
-        self.components_ = sol.L
-        self.n_iter_ = int(sol.stats.get("iterations", 0))
-        return self
-
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> np.ndarray:
         """Map ``X`` to the learned space: ``X @ components_.T`` (Euclidean there = ``d_M`` here)."""
         check_is_fitted(self, "components_")
         X = validate_data(self, X, reset=False, dtype=np.float64)
         check_X(X)
         return X @ self.components_.T
 
-    def get_mahalanobis_matrix(self):
+    def get_mahalanobis_matrix(self) -> np.ndarray:
         """The learned PSD matrix ``M = components_.T @ components_``."""
         check_is_fitted(self, "components_")
         return self.solution_.M
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.required = True
-        return tags

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from numbers import Integral
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._validation import check_X, check_y
 from ..knn import knn_predict
 from ..problems.kernel_lmnn import KernelLMNNProblem
-from .base import MetricLearner
+from ..problems.lmnn import LMNNProblem
+from .base import FitResult, MetricLearner, ModelState
+from ._params import LMNN_CONSTRAINTS, SOLVE_CONSTRAINTS, Interval
+
+#: model-file array -> attribute of the problem: the kernel-PCA map, restored on load (never
+#: recomputed, so that a loaded model does not depend on the eigensolver's signs and rounding)
+_KERNEL_MAP = {"kernel_Z": "X", "kernel_U": "_U", "kernel_eig": "_eig", "kernel_W": "_W", "kernel_kbar": "_kbar",
+               "kernel_eigenvalues": "kernel_eigenvalues"}
 
 
 class KernelLMNN(MetricLearner):
@@ -35,7 +46,7 @@ class KernelLMNN(MetricLearner):
         Number of kernel principal components; default: as many as keep the problem well
         posed, at most 50 (see :class:`~metricopt.problems.kernel_lmnn.KernelLMNNProblem`).
     k, mu, regularizer, backend, solver, tol, max_iter, verbose
-        As for :class:`~metricopt.LMNN`.
+        As for :class:`~metricopt.LMNN` (``tol=None`` and ``max_iter=None``: the backend's defaults).
 
     Attributes
     ----------
@@ -49,8 +60,18 @@ class KernelLMNN(MetricLearner):
         The training points in the learned space (``transform`` of the training data).
     """
 
-    def __init__(self, kernel="rbf", kernel_params=None, n_components=None, k=3, mu=0.5, regularizer=None,
-                 backend="cvxpy", solver=None, tol=1e-8, max_iter=100_000, verbose=False):
+    _parameter_constraints = {
+        "kernel": ["no_validation"],  # the problem checks the name against scikit-learn's kernels
+        "kernel_params": ["no_validation"],  # ... and these against the kernel's parameters
+        "n_components": [None, Interval(Integral, 1, None, closed="left")],
+        **LMNN_CONSTRAINTS,
+        **SOLVE_CONSTRAINTS,
+    }
+
+    def __init__(self, kernel: str = "rbf", kernel_params: dict | None = None, n_components: int | None = None,
+                 k: int = 3, mu: float = 0.5, regularizer: Any = None, backend: str = "cvxpy",
+                 solver: str | None = None, tol: float | None = None, max_iter: int | None = None,
+                 verbose: bool = False) -> None:
         self.kernel = kernel
         self.kernel_params = kernel_params
         self.n_components = n_components
@@ -63,35 +84,60 @@ class KernelLMNN(MetricLearner):
         self.max_iter = max_iter
         self.verbose = verbose
 
-    def _make_problem(self, X, y):
+    def _make_problem(self, X: np.ndarray, y: np.ndarray) -> KernelLMNNProblem:
         return KernelLMNNProblem(X, y, kernel=self.kernel, kernel_params=self.kernel_params,
                                  n_components=self.n_components, k=self.k, mu=self.mu,
                                  regularizer=self.regularizer)
 
-    def fit(self, X, y):
-        """Learn the kernel metric from ``X`` (n, d) and labels ``y`` (n,)."""
-        super().fit(X, y)
-        self.embedding_ = self.problem_.X @ self.components_.T
-        return self
+    def _fitted_extras(self) -> dict[str, Any]:
+        return {"embedding_": self.problem_.X @ self.components_.T}
 
-    def transform(self, X):
+    # ---------------------------------------------------------------- model-file state
+    def _training_inputs(self) -> np.ndarray:
+        return self.problem_.X_input
+
+    def _model_state(self) -> ModelState:
+        state = super()._model_state()
+        state.arrays["embedding"] = np.asarray(self.embedding_, dtype=np.float64)
+        state.arrays.update({key: getattr(self.problem_, attr) for key, attr in _KERNEL_MAP.items()})
+        return state
+
+    def _problem_from_state(self, X: np.ndarray, y: np.ndarray, state: ModelState) -> KernelLMNNProblem:
+        """The problem with the stored kernel (its resolved parameters, e.g. the ``gamma`` chosen from
+        the data, are in the file's problem description) and the stored kernel-PCA map."""
+        described = state.meta["problem"]
+        common = {"k": self.k, "mu": self.mu, "target_neighbors": state.array("target_neighbors"),
+                  "regularizer": self.regularizer}
+        problem = KernelLMNNProblem(X, y, kernel=described["kernel"], kernel_params=described["kernel_params"],
+                                    n_components=described["n_components"], **common)
+        for key, attr in _KERNEL_MAP.items():
+            setattr(problem, attr, state.array(key))
+        LMNNProblem.__init__(problem, problem.X, y, **common)  # the LMNN part over the restored coordinates
+        return problem
+
+    def _fit_from_state(self, problem: KernelLMNNProblem, state: ModelState) -> FitResult:
+        fit = super()._fit_from_state(problem, state)
+        fit.attributes["embedding_"] = state.array("embedding")
+        return fit
+
+    def transform(self, X: ArrayLike) -> np.ndarray:
         """Map ``X`` through its kernel columns: ``z(X) @ components_.T``; Euclidean distances
         there are the learned :math:`d_A`."""
         check_is_fitted(self, "components_")
         X = validate_data(self, X, reset=False, dtype=np.float64)
         return self.problem_.kernel_features(check_X(X)) @ self.components_.T
 
-    def get_kernel_matrix_A(self):
+    def get_kernel_matrix_A(self) -> np.ndarray:
         """The ``n x n`` matrix ``A`` with ``d(x, x') = (k_x - k_x')^T A (k_x - k_x')``."""
         check_is_fitted(self, "components_")
         return self.problem_.kernel_matrix_A(self.solution_.M)
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """kNN (:func:`metricopt.knn_predict`, ``k`` of the fit) in the learned space."""
         Z = self.transform(X)
         return knn_predict(self.embedding_, self.problem_.y, Z, k=self.problem_.k)
 
-    def score(self, X, y):
+    def score(self, X: ArrayLike, y: ArrayLike) -> float:
         """Accuracy of :meth:`predict` on ``X`` against ``y``."""
         pred = self.predict(X)
         y = check_y(y, pred.shape[0])

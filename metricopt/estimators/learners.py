@@ -2,18 +2,38 @@
 
 from __future__ import annotations
 
+from numbers import Integral, Real
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import check_choice, check_int, check_X, check_y
-from ..errors import InputError, SolverError
+from .._validation import check_choice, check_X, check_y
+from ..backends import BACKENDS
 from ..energy import energy_predict
+from ..errors import InputError
 from ..knn import knn_predict
 from ..problems import LMNNProblem, MMCProblem, POLAProblem
-from .base import MetricLearner
+from .base import FitResult, MetricLearner, ModelState
+from ._params import LMNN_CONSTRAINTS, SOLVE_CONSTRAINTS, Choices, Interval
+
+__all__ = ["LMNN", "MMC", "POLA", "SavedPasses"]
 
 #: classification rules of :meth:`LMNN.predict`
 _LMNN_RULES = ("knn", "energy")
+
+
+class SavedPasses:
+    """``passes_`` of a loaded multi-pass LMNN: the composed map ``L`` and the number of passes
+    (the per-pass solutions are not stored in model files)."""
+
+    def __init__(self, L: np.ndarray, passes: int) -> None:
+        self.L = L
+        self.passes = passes
+
+    def __repr__(self) -> str:
+        return f"SavedPasses(passes={self.passes}, L shape {self.L.shape})"
 
 
 class LMNN(MetricLearner):
@@ -36,10 +56,16 @@ class LMNN(MetricLearner):
     backend : {"cvxpy", "jax"}, default "cvxpy"
     solver : str, optional
         ``"SCS"`` or ``"CLARABEL"`` (cvxpy); ``"fista"`` or ``"subgradient"`` (jax).
-    tol : float, default 1e-8
-        Solver accuracy (cvxpy); the certified relative gap to stop at (jax).
-    max_iter : int, default 100000
-        Solver iteration limit.
+    tol : float, optional
+        Solver accuracy (cvxpy); the certified relative gap to stop at (jax). Default (None):
+        the backend's own default (1e-8 cvxpy, 1e-6 jax), the same as :func:`metricopt.solve`'s.
+        With ``n_components``: the relative stationarity threshold of
+        :func:`metricopt.lowrank.lmnn_low_rank` (at least 1e-6 for ``low_rank="R"``; default:
+        its own, 1e-6).
+    max_iter : int, optional
+        Solver iteration limit. Default (None): the backend's (100000 cvxpy, 20000 jax). For
+        ``low_rank="R"``: L-BFGS iterations per restart, at most 2000 (default: LMNN-R's 2000);
+        ``low_rank="S"`` leaves its convex solve at the backend's limit.
     verbose : bool, default False
     search : {"auto", "brute", "tree"}, default "auto"
         Neighbour and impostor searches (Section 6): blocked brute force or per-class ball
@@ -85,9 +111,23 @@ class LMNN(MetricLearner):
     validation_curve_ : ValidationCurve or None
     """
 
-    def __init__(self, k=3, mu=0.5, regularizer=None, backend="cvxpy", solver=None, tol=1e-8,
-                 max_iter=100_000, verbose=False, search="auto", passes=1, n_components=None, low_rank="R",
-                 validation_fraction=None, patience=10, random_state=0):
+    _parameter_constraints = {
+        **LMNN_CONSTRAINTS,
+        **SOLVE_CONSTRAINTS,
+        "search": [Choices("auto", "brute", "tree")],
+        "passes": [Interval(Integral, 1, None, closed="left")],
+        "n_components": [None, Interval(Integral, 1, None, closed="left")],
+        "low_rank": [Choices("R", "S")],
+        "validation_fraction": [None, Interval(Real, 0, 1, closed="neither")],
+        "patience": [Interval(Integral, 1, None, closed="left")],
+        "random_state": [None, Interval(Integral, 0, None, closed="left")],
+    }
+
+    def __init__(self, k: int = 3, mu: float = 0.5, regularizer: Any = None, backend: str = "cvxpy",
+                 solver: str | None = None, tol: float | None = None, max_iter: int | None = None,
+                 verbose: bool = False, search: str = "auto", passes: int = 1, n_components: int | None = None,
+                 low_rank: str = "R", validation_fraction: float | None = None, patience: int = 10,
+                 random_state: int | None = 0) -> None:
         self.k = k
         self.mu = mu
         self.regularizer = regularizer
@@ -104,66 +144,83 @@ class LMNN(MetricLearner):
         self.patience = patience
         self.random_state = random_state
 
-    def _make_problem(self, X, y, target_neighbors=None):
+    def _make_problem(self, X: np.ndarray, y: np.ndarray, target_neighbors: np.ndarray | None = None) -> LMNNProblem:
         return LMNNProblem(X, y, k=self.k, mu=self.mu, regularizer=self.regularizer, search=self.search,
                            target_neighbors=target_neighbors)
 
-    def fit(self, X, y):
-        """Learn the metric from ``X`` (n, d) and labels ``y`` (n,) (see the class parameters for
-        the variants: passes, low rank, early stopping)."""
-        passes = check_int(self.passes, "passes", low=1)
-        check_choice(self.low_rank, "low_rank", ("R", "S"))
-        variants = [name for name, on in (("passes > 1", passes > 1), ("n_components", self.n_components is not None),
-                                          ("validation_fraction", self.validation_fraction is not None)) if on]
+    # ---------------------------------------------------------------- the variants
+    def _variants(self) -> list[str]:
+        return [name for name, on in (("passes > 1", self.passes > 1), ("n_components", self.n_components is not None),
+                                      ("validation_fraction", self.validation_fraction is not None)) if on]
+
+    def _check_param_combination(self) -> None:
+        variants = self._variants()
         if len(variants) > 1:
             raise InputError(f"LMNN combines at most one of passes > 1, n_components and validation_fraction; "
                              f"got {' and '.join(variants)}. Fit them one at a time.")
-        self.passes_ = None
-        self.validation_curve_ = None
-        if not variants:
-            return super().fit(X, y)
-        if y is None:
-            raise InputError("LMNN requires y to be passed, but the target y is None.")
-        Xc = check_X(X)
-        yc = check_y(y, Xc.shape[0])
-        validate_data(self, X, y, dtype=np.float64)
-        if passes > 1:
-            from ..multipass import fit_multipass
+        if self.validation_fraction is not None and check_choice(self.backend, "backend", BACKENDS) != "jax":
+            raise InputError("validation_fraction (early stopping) needs backend='jax': the exact backend "
+                             "has no iterates to stop at.")
 
-            # sets problem_, solution_ (M = L^T L, certified), components_ and passes_
-            return fit_multipass(self, Xc, yc, passes)
-        full = self._make_problem(Xc, yc)
-        opts = self._solve_options()
+    def _fit_solution(self, X: np.ndarray, y: np.ndarray, options: dict[str, Any]) -> FitResult:
+        """Plain LMNN, or the one variant asked for: multi-pass, low rank or early stopping."""
+        if self.passes > 1:
+            return self._fit_passes(X, y)
         if self.n_components is not None:
-            from ..lowrank import lmnn_low_rank
+            return self._fit_low_rank(X, y, options)
+        if self.validation_fraction is not None:
+            return self._fit_early_stopped(X, y, options)
+        return super()._fit_solution(X, y, options)
 
-            if self.low_rank == "R":
-                sol = lmnn_low_rank(full, self.n_components, method="R", random_state=self.random_state,
-                                    tol=max(float(self.tol), 1e-6), max_iter=min(int(self.max_iter), 2000))
-            else:
-                sol = lmnn_low_rank(full, self.n_components, method="S", backend=self.backend, **opts)
-            L, cert = sol.L, None
+    def _fit_passes(self, X: np.ndarray, y: np.ndarray) -> FitResult:
+        from ..multipass import fit_multipass
+
+        fit_multipass(self, X, y, self.passes)  # sets problem_, solution_ (M = L^T L, certified), components_, ...
+        return FitResult(self.problem_, self.solution_, components=self.components_, certificate=self.certificate_,
+                         n_iter=self.n_iter_, attributes={"passes_": self.passes_})
+
+    def _fit_low_rank(self, X: np.ndarray, y: np.ndarray, options: dict[str, Any]) -> FitResult:
+        from ..lowrank import lmnn_low_rank
+
+        full = self._make_problem(X, y)
+        if check_choice(self.low_rank, "low_rank", ("R", "S")) == "R":
+            bounds = {}  # LMNN-R's L-BFGS: no finer than 1e-6, at most 2000 iterations per restart
+            if self.tol is not None:
+                bounds["tol"] = max(float(self.tol), 1e-6)
+            if self.max_iter is not None:
+                bounds["max_iter"] = min(int(self.max_iter), 2000)
+            sol = lmnn_low_rank(full, self.n_components, method="R", random_state=self.random_state, **bounds)
         else:
-            from ..early_stopping import fit_with_validation
+            sol = lmnn_low_rank(full, self.n_components, method="S", backend=self.backend, **options)
+        return FitResult(full, sol, certificate=None)  # a rank-r metric solves no convex problem
 
-            if self.backend != "jax":
-                raise InputError("validation_fraction (early stopping) needs backend='jax': the exact backend "
-                                 "has no iterates to stop at.")
-            sol, curve = fit_with_validation(Xc, yc, k=self.k, mu=self.mu, regularizer=self.regularizer,
-                                             validation_fraction=self.validation_fraction, patience=self.patience,
-                                             random_state=self.random_state, **opts)
-            self.validation_curve_ = curve
-            L, cert = sol.L, sol.certificate  # certifies the metric on the fit part's problem
-        if sol.M is None:
-            raise SolverError(f"LMNN could not be fitted: status '{sol.status}': {sol.message}")
-        self.problem_ = full
-        self.solution_ = sol
-        self.certificate_ = cert
-        self.components_ = L
-        self.n_iter_ = int(sol.stats.get("iterations", 0))
-        return self
+    def _fit_early_stopped(self, X: np.ndarray, y: np.ndarray, options: dict[str, Any]) -> FitResult:
+        from ..early_stopping import fit_with_validation
 
-    def predict(self, X, rule="knn"):
+        full = self._make_problem(X, y)
+        sol, curve = fit_with_validation(X, y, k=self.k, mu=self.mu, regularizer=self.regularizer,
+                                         validation_fraction=self.validation_fraction, patience=self.patience,
+                                         random_state=self.random_state, **options)
+        # the certificate is that of the metric on the fit part's problem; predict uses the whole set
+        return FitResult(full, sol, attributes={"validation_curve_": curve})
+
+    def _fitted_extras(self) -> dict[str, Any]:
+        return {"passes_": None, "validation_curve_": None}
+
+    # ---------------------------------------------------------------- model-file state
+    def _fitted_meta(self) -> dict[str, Any]:
+        return {**super()._fitted_meta(), "passes": self.passes_ is not None}
+
+    def _problem_from_state(self, X: np.ndarray, y: np.ndarray, state: ModelState) -> LMNNProblem:
+        return self._make_problem(X, y, target_neighbors=state.array("target_neighbors"))
+
+    def _fit_from_state(self, problem: LMNNProblem, state: ModelState) -> FitResult:
+        fit = super()._fit_from_state(problem, state)
+        if (state.meta.get("fitted") or {}).get("passes"):
+            fit.attributes["passes_"] = SavedPasses(fit.components, self.passes)
+        return fit
+
+    def predict(self, X: ArrayLike, rule: str = "knn") -> np.ndarray:
         r"""Classify ``X`` with the learned metric, using the training data of ``fit``.
 
         Parameters
@@ -197,14 +254,14 @@ class LMNN(MetricLearner):
         return energy_predict(problem.X, problem.y, X, k=problem.k, mu=problem.mu, M=M,
                               train_targets=problem.target_neighbors)
 
-    def get_mahalanobis_matrix(self):
+    def get_mahalanobis_matrix(self) -> np.ndarray:
         """The learned PSD matrix ``M = components_.T @ components_`` (multi-pass: the composition)."""
         check_is_fitted(self, "components_")
         if getattr(self, "passes_", None) is not None:
             return self.components_.T @ self.components_
         return self.solution_.M
 
-    def score(self, X, y, rule="knn"):
+    def score(self, X: ArrayLike, y: ArrayLike, rule: str = "knn") -> float:
         """Accuracy of :meth:`predict` (with the given ``rule``) on ``X`` against the labels ``y``."""
         pred = self.predict(X, rule=rule)
         y = check_y(y, pred.shape[0])
@@ -226,15 +283,18 @@ class MMC(MetricLearner):
     ----------
     diagonal : bool, default False
     backend, solver, tol, max_iter, verbose
-        As for :class:`LMNN` (default solver Clarabel).
+        As for :class:`LMNN` (default solver Clarabel; ``tol=None`` and ``max_iter=None``: the
+        backend's defaults).
 
     Attributes
     ----------
     components_, solution_, certificate_, problem_, n_iter_
     """
 
-    def __init__(self, diagonal=False, backend="cvxpy", solver=None, tol=1e-8, max_iter=100_000,
-                 verbose=False):
+    _parameter_constraints = {"diagonal": ["boolean"], **SOLVE_CONSTRAINTS}
+
+    def __init__(self, diagonal: bool = False, backend: str = "cvxpy", solver: str | None = None,
+                 tol: float | None = None, max_iter: int | None = None, verbose: bool = False) -> None:
         self.diagonal = diagonal
         self.backend = backend
         self.solver = solver
@@ -242,7 +302,7 @@ class MMC(MetricLearner):
         self.max_iter = max_iter
         self.verbose = verbose
 
-    def _make_problem(self, X, y):
+    def _make_problem(self, X: np.ndarray, y: np.ndarray) -> MMCProblem:
         return MMCProblem(X, y, diagonal=self.diagonal)
 
 
@@ -261,7 +321,8 @@ class POLA(MetricLearner):
     C : float or None, default 1.0
         Soft-margin weight; ``None`` asks for the hard-margin program (often infeasible).
     backend, solver, tol, max_iter, verbose
-        As for :class:`LMNN` (default solver Clarabel).
+        As for :class:`LMNN` (default solver Clarabel; ``tol=None`` and ``max_iter=None``: the
+        backend's defaults).
 
     Attributes
     ----------
@@ -270,7 +331,10 @@ class POLA(MetricLearner):
         The learned threshold ``b``: pairs with ``d_M < b`` are predicted similar.
     """
 
-    def __init__(self, C=1.0, backend="cvxpy", solver=None, tol=1e-8, max_iter=100_000, verbose=False):
+    _parameter_constraints = {"C": [None, Interval(Real, 0, None, closed="neither")], **SOLVE_CONSTRAINTS}
+
+    def __init__(self, C: float | None = 1.0, backend: str = "cvxpy", solver: str | None = None,
+                 tol: float | None = None, max_iter: int | None = None, verbose: bool = False) -> None:
         self.C = C
         self.backend = backend
         self.solver = solver
@@ -278,10 +342,8 @@ class POLA(MetricLearner):
         self.max_iter = max_iter
         self.verbose = verbose
 
-    def _make_problem(self, X, y):
+    def _make_problem(self, X: np.ndarray, y: np.ndarray) -> POLAProblem:
         return POLAProblem(X, y, C=self.C)
 
-    def fit(self, X, y):
-        super().fit(X, y)
-        self.threshold_ = float(self.solution_.variables["b"])
-        return self
+    def _fitted_extras(self) -> dict[str, Any]:
+        return {"threshold_": float(self.solution_.variables["b"])}

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+from numbers import Integral
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import check_choice, check_X, check_y
-from ..errors import InputError, SolverError
+from ..errors import SolverError
 from ..problems.lmnn import LMNNProblem
-from ..problems.multimetric import MultiMetricLMNNProblem, multi_metric_knn_predict
-from .base import solve_options
+from ..problems.multimetric import CLUSTERINGS, MultiMetricLMNNProblem, multi_metric_knn_predict
+from ..solving import solve
+from .base import FitResult, ModelState, ProblemFitMixin
+from ._params import LMNN_CONSTRAINTS, SOLVE_CONSTRAINTS, Choices, Interval
 
 
-class MultiMetricLMNN(ClassifierMixin, BaseEstimator):
+class MultiMetricLMNN(ProblemFitMixin, ClassifierMixin, BaseEstimator):
     r"""Multi-metric LMNN: one Mahalanobis metric per cluster, learned jointly and certified.
 
     Fits :class:`~metricopt.problems.multimetric.MultiMetricLMNNProblem`
@@ -39,7 +44,7 @@ class MultiMetricLMNN(ClassifierMixin, BaseEstimator):
         ``"single"``: start from the single-metric LMNN solution (solved first, same
         backend), every cluster's metric equal to it, as the paper suggests.
     backend, solver, tol, max_iter, verbose
-        As for :class:`~metricopt.LMNN`.
+        As for :class:`~metricopt.LMNN` (``tol=None`` and ``max_iter=None``: the backend's defaults).
     random_state : int, default 0
         Seed of k-means.
 
@@ -54,8 +59,20 @@ class MultiMetricLMNN(ClassifierMixin, BaseEstimator):
         The single-metric solution used as the start (``init="single"``).
     """
 
-    def __init__(self, clusters="labels", n_clusters=None, k=3, mu=0.5, regularizer=None, init=None,
-                 backend="cvxpy", solver=None, tol=1e-8, max_iter=100_000, verbose=False, random_state=0):
+    _parameter_constraints = {
+        "clusters": [Choices(*CLUSTERINGS), "array-like"],
+        "n_clusters": [None, Interval(Integral, 1, None, closed="left")],
+        **LMNN_CONSTRAINTS,
+        "init": [None, Choices("single")],
+        **SOLVE_CONSTRAINTS,
+        "random_state": ["random_state"],
+    }
+    _model_solutions = ("solution", "single_solution")
+
+    def __init__(self, clusters: Any = "labels", n_clusters: int | None = None, k: int = 3, mu: float = 0.5,
+                 regularizer: Any = None, init: str | None = None, backend: str = "cvxpy", solver: str | None = None,
+                 tol: float | None = None, max_iter: int | None = None, verbose: bool = False,
+                 random_state: Any = 0) -> None:
         self.clusters = clusters
         self.n_clusters = n_clusters
         self.k = k
@@ -69,46 +86,51 @@ class MultiMetricLMNN(ClassifierMixin, BaseEstimator):
         self.verbose = verbose
         self.random_state = random_state
 
-    def fit(self, X, y):
-        """Learn one metric per cluster from ``X`` (n, d) and labels ``y``."""
-        if y is None:
-            raise InputError("MultiMetricLMNN requires y to be passed, but the target y is None.")
+    def _make_problem(self, X: np.ndarray, y: np.ndarray, clusters: Any = None,
+                      target_neighbors: np.ndarray | None = None) -> MultiMetricLMNNProblem:
+        return MultiMetricLMNNProblem(X, y, clusters=self.clusters if clusters is None else clusters,
+                                      n_clusters=self.n_clusters if clusters is None else None, k=self.k, mu=self.mu,
+                                      target_neighbors=target_neighbors, regularizer=self.regularizer,
+                                      random_state=self.random_state)
+
+    def _fit_solution(self, X: np.ndarray, y: np.ndarray, options: dict[str, Any]) -> FitResult:
+        """Solve, from the single-metric LMNN solution with ``init="single"``."""
+        problem = self._make_problem(X, y)
+        single = None
         if self.init is not None:
-            check_choice(self.init, "init", ("single",))
-        Xc = check_X(X)
-        yc = check_y(y, Xc.shape[0])
-        validate_data(self, X, y, dtype=np.float64)
-        problem = MultiMetricLMNNProblem(Xc, yc, clusters=self.clusters, n_clusters=self.n_clusters, k=self.k,
-                                         mu=self.mu, regularizer=self.regularizer, random_state=self.random_state)
-        opts = solve_options(self)
-        self.single_solution_ = None
-        if self.init == "single":
-            single = LMNNProblem(Xc, yc, k=self.k, mu=self.mu, target_neighbors=problem.target_neighbors,
-                                 regularizer=self.regularizer).solve(backend=self.backend, **opts)
+            single = solve(LMNNProblem(X, y, k=self.k, mu=self.mu, target_neighbors=problem.target_neighbors,
+                                       regularizer=self.regularizer), backend=self.backend, **options)
             if single.M is None:
                 raise SolverError(f"the single-metric start failed: status '{single.status}': {single.message}")
-            self.single_solution_ = single
-            opts["init"] = problem.lifted_metric(single.M)
-        sol = problem.solve(backend=self.backend, **opts)
-        if sol.M is None:
-            raise SolverError(f"MultiMetricLMNN could not be fitted: status '{sol.status}': {sol.message}")
-        self.problem_ = problem
-        self.solution_ = sol
-        self.certificate_ = sol.certificate
-        self.metrics_ = problem.metrics(sol.M)
-        self.clusters_ = problem.clusters
-        self.classes_ = problem.classes_
-        self.n_iter_ = int(sol.stats.get("iterations", 0))
-        return self
+            options = {**options, "init": problem.lifted_metric(single.M)}
+        return FitResult(problem, solve(problem, backend=self.backend, **options),
+                         attributes={"single_solution_": single})
 
-    def predict(self, X):
+    def _fitted_extras(self) -> dict[str, Any]:
+        problem = self.problem_
+        return {"metrics_": problem.metrics(self.solution_.M), "clusters_": problem.clusters,
+                "classes_": problem.classes_, "single_solution_": None}
+
+    # ---------------------------------------------------------------- model-file state
+    def _model_state(self) -> ModelState:
+        state = super()._model_state()
+        state.arrays["clusters"] = np.asarray(self.problem_.clusters, dtype=np.int64)
+        state.solutions["single_solution"] = self.single_solution_
+        return state
+
+    def _problem_from_state(self, X: np.ndarray, y: np.ndarray, state: ModelState) -> MultiMetricLMNNProblem:
+        """The problem with the stored cluster codes (k-means is not run again)."""
+        return self._make_problem(X, y, clusters=state.array("clusters"),
+                                  target_neighbors=state.array("target_neighbors"))
+
+    def _fit_from_state(self, problem: MultiMetricLMNNProblem, state: ModelState) -> FitResult:
+        fit = super()._fit_from_state(problem, state)
+        fit.attributes["single_solution_"] = state.solutions.get("single_solution")
+        return fit
+
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """kNN labels of ``X`` under the cluster-dependent distance (``k`` of the fit)."""
         check_is_fitted(self, "metrics_")
         X = validate_data(self, X, reset=False, dtype=np.float64)
         return multi_metric_knn_predict(self.problem_.X, self.problem_.y, self.clusters_, self.metrics_, X,
                                         k=self.problem_.k)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.required = True
-        return tags
