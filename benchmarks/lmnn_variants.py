@@ -153,7 +153,8 @@ for name in ARGS.datasets:
     lines.append(f"| {name} (n={rows[0]['n_train']}, d={rows[0]['d']}) | {len(rows)} | " + " | ".join(cells) + " |")
 lines += ["", "Multi-metric: one metric per class (wine, balance-scale), 3 k-means clusters on ORL (40 classes would "
           "make the lifted metric 1200 x 1200); JAX backend, tol 1e-4, at most 20,000 iterations. LMNN-R is "
-          "non-convex (stationary, or iteration_limit where its L-BFGS budget ran out; no certificate); LMNN-S is "
+          "non-convex (stationary, or iteration_limit where its iteration budget ran out; no certificate; since "
+          "LMNN-R moved onto the JAX loop its own comparison is benchmarks/results/lmnn_r.md); LMNN-S is "
           "the convex optimum truncated to rank 4 (heuristic unless the truncation is stationary); multi-pass "
           "composes several certified convex solves (heuristic unless the composed metric is certified); early "
           "stopping keeps the metric of lowest validation error (status early_stopped). Kernel LMNN: RBF kernel "

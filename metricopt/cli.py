@@ -48,6 +48,11 @@ import numpy as np
 
 DATASETS = ("wine", "iris", "breast_cancer", "digits")
 METHODS = ("lmnn", "mmc", "pola")
+#: methods of ``metricopt fit`` (NCA is non-convex: the JAX backend, reported stationary)
+FIT_METHODS = METHODS + ("nca",)
+#: closed-form baselines of ``metricopt fit`` (no solver, no certificate)
+BASELINES = ("pca", "whitening", "lda", "rca")
+FIT_METHODS += BASELINES
 BACKENDS = ("cvxpy", "jax")
 
 
@@ -357,8 +362,14 @@ def _pca_value(text):
 def _make_estimator(args):
     """The estimator of ``--method`` with the options given (``--tol`` / ``--max-iter`` unset: the
     backend's defaults, as the estimators resolve them)."""
-    from . import LMNN, MMC, POLA
+    from . import LDA, LMNN, MMC, NCA, PCA, POLA, RCA, Whitening
 
+    if args.method in BASELINES:
+        return {"pca": lambda: PCA(n_components=args.n_components), "whitening": Whitening,
+                "lda": lambda: LDA(n_components=args.n_components), "rca": RCA}[args.method]()
+    if args.method == "nca":
+        return NCA(n_components=args.n_components, solver=args.solver or "newton", tol=args.tol,
+                   max_iter=args.max_iter, verbose=not args.quiet)
     common = {"backend": args.backend, "solver": args.solver, "verbose": not args.quiet, "tol": args.tol,
               "max_iter": args.max_iter}
     if args.method == "lmnn":
@@ -376,6 +387,15 @@ def fit(args):
     from .estimators.base import fit_estimator
     from .io import Preprocessing, save_model
 
+    if args.method in BASELINES:
+        if args.backend is not None:
+            raise InputError(f"--method {args.method} is computed in closed form (an eigendecomposition); it takes no "
+                             "--backend.")
+        args.backend = "closed form"
+    if args.backend is None:
+        args.backend = "jax" if args.method == "nca" else "cvxpy"
+    if args.method == "nca" and args.backend != "jax":
+        raise InputError("NCA is not convex: it has no exact conic program. Use --backend jax (the default for nca).")
     if args.time_limit is not None and args.backend != "jax":
         raise InputError("--time-limit applies to --backend jax only; the exact backend stops on --max-iter.")
     k = check_int(args.k, "k", low=1)
@@ -404,7 +424,7 @@ def fit(args):
     if not sol.status.is_optimal:
         print(f"note: {sol.message}")
     cert = sol.certificate
-    if cert is None:
+    if cert is None and args.method not in BASELINES:
         try:
             cert = certify(problem, sol)
             est.certificate_ = sol.certificate = cert
@@ -591,16 +611,22 @@ def build_parser():
                        description="Split the data (stratified), fit scaling/PCA on the training part, learn the "
                                    "metric with live progress, certify it, print the kNN test error before and "
                                    "after, and save the model.")
-    f.add_argument("--method", choices=METHODS, default="lmnn")
+    f.add_argument("--method", choices=FIT_METHODS, default="lmnn",
+                   help="lmnn, mmc, pola (convex, certified), nca (non-convex, JAX loop, reported stationary) or a "
+                        "closed-form baseline: pca, whitening, lda, rca")
     f.add_argument("--data", required=True, help=data_help)
     f.add_argument("--data-dir", default=None, help="data folder of the file sets (default $METRICOPT_DATA)")
-    f.add_argument("--backend", choices=BACKENDS, default="cvxpy",
-                   help="cvxpy: exact conic program; jax: first-order solver stopped at a certified gap")
-    f.add_argument("--solver", default=None, help="SCS or CLARABEL (cvxpy); fista or subgradient (jax)")
+    f.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="cvxpy: exact conic program (default for lmnn, mmc, pola); jax: first-order solver stopped "
+                        "at a certified gap, or at a stationary point for nca (its default)")
+    f.add_argument("--solver", default=None,
+                   help="SCS or CLARABEL (cvxpy); fista or subgradient (jax); newton, lbfgs or cg (nca)")
     f.add_argument("--k", type=int, default=3, help="LMNN target neighbours and the k of the kNN rule (default 3)")
     f.add_argument("--mu", type=float, default=0.5, help="LMNN push weight (default 0.5)")
     f.add_argument("--C", type=float, default=1.0, help="POLA soft-margin weight (default 1.0)")
     f.add_argument("--diagonal", action="store_true", help="MMC: learn a diagonal metric")
+    f.add_argument("--n-components", type=int, default=None,
+                   help="NCA, PCA, LDA: output dimension (default: all features; LDA: classes - 1)")
     f.add_argument("--tol", type=float, default=None,
                    help="solver accuracy (cvxpy, default 1e-8) or certified relative gap to stop at "
                         "(jax, default 1e-6)")

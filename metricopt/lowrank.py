@@ -15,19 +15,13 @@ Section 5.4 of the paper describes two ways around it, both implemented here for
       \big[1 + \lVert L(x_i - x_j)\rVert^2 - \lVert L(x_i - x_l)\rVert^2\big]_+ + R(L^\top L),
 
 the LMNN objective of Eq. 14 (Section 3.4 writes it in :math:`L` before the convex
-reformulation in :math:`M`) evaluated at :math:`M = L^\top L`. Writing
-:math:`f(M)` for the convex objective, :math:`\varepsilon(L) = f(L^\top L)` and the chain rule gives the
-(sub)gradient
-
-.. math::
-
-    \partial_L \varepsilon = 2 L G, \qquad G = (1-\mu) P + \mu \sum_{(i,j,l):\, h_{ijl} > 0} (C_{ij} - C_{il}) + \nabla R(M),
-
-with :math:`P = \sum_{i, j \rightsquigarrow i} C_{ij}`, :math:`C_{ab} = (x_a - x_b)(x_a - x_b)^\top` and
-:math:`h_{ijl}` the hinge argument. :math:`G` is summed with
-:func:`metricopt.linalg.pair_scatter` over the active triplets found by
-:func:`metricopt.constraints.active_triplets` in :math:`Z = X L^\top` (blocked: all triplets
-are never formed).
+reformulation in :math:`M`) evaluated at :math:`M = L^\top L`. This is the problem
+``problem.factored(r)`` (a factor geometry) and it is solved on the JAX backend's one loop, like
+every other problem: the terms' own JAX pieces give the value and, through the geometry's chain
+rule :math:`\partial_L \varepsilon = 2 L\, \nabla f(L^\top L)`, the gradient; the Hessian-vector
+products of the trust-region Newton solver come from differentiating that gradient. This module
+adds only what is specific to low-rank LMNN: the restarts, the stationarity verdict with the bound
+of the convex relaxation, and LMNN-S.
 
 **LMNN-S** (solve, then truncate): solve the convex problem, then keep the top :math:`r`
 eigenpairs of its solution, :math:`L_r = \operatorname{diag}(\sqrt{\lambda_1}, \dots,
@@ -48,12 +42,13 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import scipy.optimize
 
 from ._validation import check_choice, check_int, check_real
+from .backends.jax import TrustNewton, best_scale, evaluate
 from .errors import InputError, UnknownOptionError
-from .linalg import pair_scatter, project_psd, symmetrize
+from .linalg import project_psd, symmetrize
 from .solution import Solution, Status
+from .solving import solve_from_starts
 
 __all__ = ["lmnn_low_rank", "lmnn_r", "lmnn_s", "low_rank_objective", "stationarity", "truncate_metric", "METHODS"]
 
@@ -61,25 +56,12 @@ __all__ = ["lmnn_low_rank", "lmnn_r", "lmnn_s", "low_rank_objective", "stationar
 METHODS = ("R", "S")
 #: options of LMNN-R (passed through ``**solve_options`` of :func:`lmnn_low_rank`)
 R_OPTIONS = ("smoothing", "init", "band")
-#: first width of the smoothed hinge (hinge arguments are in units of the unit margin)
-SMOOTH_START = 1.0
-#: the width is multiplied by this factor between continuation stages ...
-SMOOTH_DECREASE = 0.1
-#: ... down to ``SMOOTH_END * band`` (``band`` of the stationarity measure)
-SMOOTH_END = 0.02
-#: default half-width of the band of hinge arguments treated as sitting on the kink by the
-#: stationarity measure
-BAND = 1e-6
-#: above this many triplets in the band, the stationarity measure uses the plain subgradient
-MAX_BAND_COLUMNS = 20_000
-#: the Newton (trust-region) polish of a smoothing stage stops at this relative gradient
-#: (``||g|| ||L|| / f``) or after POLISH_MAX_ITER iterations
-POLISH_TOL = 1e-9
-POLISH_MAX_ITER = 200
-#: the polish runs after every continuation stage of width at most this
-POLISH_FROM = 1e-3
-#: relative decrease at which one L-BFGS-B stage stops (its ``ftol``)
-FTOL = 1e-13
+#: default half-width of the band of hinge arguments treated as sitting on the kink: the last smoothing
+#: width of LMNN-R and the width at which :func:`stationarity` measures is ``2 * band`` (the centred
+#: Huber of width ``s`` differs from the hinge only for ``|h| < s / 2``); 2e-8, the last width of the
+#: scipy implementation this replaced, which it matches on wine and balance-scale
+#: (``benchmarks/results/lmnn_r.md``)
+BAND = 1e-8
 
 
 # ----------------------------------------------------------------------------- checks
@@ -113,128 +95,13 @@ def _check_rank(n_components, d):
 
 
 # --------------------------------------------------------------------- the objective in L
-class _Pieces:
-    """The objective ``f(M) = <P, M> + lam/2 ||M||_F^2 + mu * hinge(M)`` of an LMNN problem, split
-    into its linear part ``P`` (pull term and trace regularisers), Frobenius weight ``lam`` and
-    hinge weight ``mu``."""
-
-    def __init__(self, problem):
-        from .problems.terms import Frobenius, Linear, Trace, TripletHinge
-
-        d = problem.d
-        self.problem = problem
-        self.P = np.zeros((d, d))
-        self.lam = 0.0
-        self.mu = 0.0
-        for t in problem.terms:
-            if isinstance(t, (Linear, Trace)):
-                self.P += t.linear_part(d)
-            elif isinstance(t, Frobenius):
-                self.lam += t.lam
-            elif isinstance(t, TripletHinge):
-                self.mu += t.weight
-            else:
-                raise InputError(
-                    f"low-rank LMNN handles the terms Linear, Trace, Frobenius and TripletHinge; the problem has "
-                    f"{t!r}. Use one of metricopt.terms.Trace or Frobenius as regularizer."
-                )
-        self.P = symmetrize(self.P)
-        self.X = problem.X
-        self.n_triplets = problem.n_triplets
-
-    def triplets(self, Z, margin):
-        """``(i, j, l, h)`` of the triplets with ``h > -margin`` in ``Z = X L^T``."""
-        from .constraints import active_triplets
-
-        p = self.problem
-        if p._use_tree(Z.shape[1]):
-            from .balltree import tree_active_triplets
-
-            return tree_active_triplets(Z, p.y, p.target_neighbors, margin)
-        return active_triplets(Z, p.y, p.target_neighbors, margin)
-
-    def smooth_part(self, L):
-        """Value and ``G`` of the smooth terms (linear and Frobenius) at ``M = L^T L``."""
-        LP = L @ self.P
-        value = float(np.sum(LP * L))
-        G = self.P.copy()
-        if self.lam > 0:
-            LLt = L @ L.T
-            value += 0.5 * self.lam * float(np.sum(LLt * LLt))
-            G = G + self.lam * (L.T @ L)
-        return value, G
-
-    def hinge_scatter(self, i, j, l, w):
-        """``sum_t w_t (C_ij - C_il)``."""
-        X = self.X
-        return pair_scatter(X, i, j, w) - pair_scatter(X, i, l, w)
-
-    def evaluate(self, L, smoothing=0.0, cache=None):
-        """``(value, exact_value, gradient)`` at ``L``; ``value`` uses the smoothed hinge of width
-        ``smoothing`` (Huber: ``[h]_+ <= phi_s(h) <= [h]_+ + s/8``), ``exact_value`` the hinge itself;
-        the gradient is that of ``value`` (for ``smoothing=0`` the subgradient with weight ``1[h > 0]``)."""
-        s = float(smoothing)
-        value, G = self.smooth_part(L)
-        exact = value
-        if self.mu > 0:
-            Z = self.X @ L.T
-            i, j, l, h = self.triplets(Z, 0.5 * s)
-            if cache is not None:
-                cache["found"] = (i, j, l, h)
-            pos = h > 0
-            exact += self.mu * float(np.sum(h[pos]))
-            if s > 0:
-                u = h + 0.5 * s
-                phi = np.where(h >= 0.5 * s, h, u * u / (2.0 * s))
-                w = np.clip(u / s, 0.0, 1.0)
-                value += self.mu * float(np.sum(phi))
-            else:
-                value = exact
-                i, j, l = i[pos], j[pos], l[pos]
-                w = np.ones(i.size)
-            if i.size:
-                G = G + self.mu * self.hinge_scatter(i, j, l, w)
-        return value, exact, 2.0 * (L @ G)
-
-    def hessp(self, L, V, smoothing, found=None):
-        r"""The Hessian of the smoothed objective (width ``smoothing > 0``) at ``L`` applied to ``V``.
-
-        With :math:`h_t(L) = 1 + \lVert L a_t\rVert^2 - \lVert L b_t\rVert^2`, :math:`a_t = x_i - x_j`,
-        :math:`b_t = x_i - x_l`: :math:`\nabla h_t = 2 L A_t`, :math:`A_t = a_t a_t^\top - b_t b_t^\top`, and
-
-        .. math::
-
-            H[V] = 2 V G + 2\lambda (L V^\top L + L L^\top V)
-            + \frac{\mu}{s} \sum_{|h_t| < s/2} \langle \nabla h_t, V\rangle \nabla h_t ,
-
-        :math:`G` as in :meth:`evaluate` (the smoothed weights). ``found``: the triplets with
-        ``h > -s/2`` at ``L`` when already known."""
-        s = float(smoothing)
-        _, G = self.smooth_part(L)
-        out = 2.0 * (V @ G)
-        if self.lam > 0:
-            out += 2.0 * self.lam * (L @ (V.T @ L) + L @ (L.T @ V))
-        if self.mu > 0:
-            X = self.X
-            i, j, l, h = found if found is not None else self.triplets(X @ L.T, 0.5 * s)
-            if i.size:
-                w = np.clip((h + 0.5 * s) / s, 0.0, 1.0)
-                out += 2.0 * self.mu * (V @ self.hinge_scatter(i, j, l, w))
-                q = h < 0.5 * s
-                if np.any(q):
-                    iq, jq, lq = i[q], j[q], l[q]
-                    a, b = X[iq] - X[jq], X[iq] - X[lq]
-                    dh = 2.0 * (np.einsum("tr,tr->t", a @ L.T, a @ V.T) - np.einsum("tr,tr->t", b @ L.T, b @ V.T))
-                    out += (self.mu / s) * 2.0 * (L @ self.hinge_scatter(iq, jq, lq, dh))
-        return out
-
-
 def low_rank_objective(problem, L, smoothing=0.0):
     r"""The LMNN objective :math:`\varepsilon(L) = f(L^\top L)` and its (sub)gradient in ``L``.
 
     See the module docstring (Weinberger & Saul, JMLR 2009, Eq. 14 at :math:`M = L^\top L`,
     Section 5.4): :math:`\partial_L \varepsilon = 2 L G` with
-    :math:`G = (1-\mu)P + \mu\sum_{h_{ijl} > 0}(C_{ij} - C_{il}) + \nabla R(L^\top L)`.
+    :math:`G = (1-\mu)P + \mu\sum_{h_{ijl} > 0}(C_{ij} - C_{il}) + \nabla R(L^\top L)`, evaluated by the
+    terms' JAX pieces on ``problem.factored(r)`` (:func:`metricopt.backends.jax.evaluate`).
 
     Parameters
     ----------
@@ -253,7 +120,7 @@ def low_rank_objective(problem, L, smoothing=0.0):
     _check_problem(problem)
     L = _check_L(L, None, problem.d)
     smoothing = check_real(smoothing, "smoothing", low=0.0)
-    value, _, grad = _Pieces(problem).evaluate(L, smoothing)
+    value, _, grad = evaluate(problem.factored(L.shape[0]), L, smoothing)
     return value, grad
 
 
@@ -268,70 +135,39 @@ def _check_L(L, r, d, name="L"):
 
 
 # ------------------------------------------------------------------------ stationarity
-def _stationarity(pieces, L, band):
-    """``(relative, absolute, exact_value, n_band, minimal)``: see :func:`stationarity`."""
-    value, G0 = pieces.smooth_part(L)
-    n_band, minimal = 0, True
-    g = 2.0 * (L @ G0)
-    if pieces.mu > 0:
-        X = pieces.X
-        Z = X @ L.T
-        i, j, l, h = pieces.triplets(Z, band)
-        value += pieces.mu * float(np.sum(h[h > 0]))
-        fixed = h > band
-        if np.any(fixed):
-            g = g + 2.0 * pieces.mu * (L @ pieces.hinge_scatter(i[fixed], j[fixed], l[fixed], None))
-        kink = ~fixed
-        n_band = int(np.count_nonzero(kink))
-        if n_band:
-            ik, jk, lk, hk = i[kink], j[kink], l[kink], h[kink]
-            if n_band <= MAX_BAND_COLUMNS:
-                # columns 2 mu vec(L (C_ij - C_il)) = 2 mu vec((z_i - z_j)(x_i - x_j)^T - (z_i - z_l)(x_i - x_l)^T)
-                A = (np.einsum("tr,td->trd", Z[ik] - Z[jk], X[ik] - X[jk])
-                     - np.einsum("tr,td->trd", Z[ik] - Z[lk], X[ik] - X[lk]))
-                A = 2.0 * pieces.mu * A.reshape(n_band, -1).T
-                res = scipy.optimize.lsq_linear(A, -g.ravel(), bounds=(0.0, 1.0), tol=1e-12, max_iter=1000)
-                g = g + (A @ np.clip(res.x, 0.0, 1.0)).reshape(g.shape)
-            else:
-                minimal = False
-                pos = hk > 0
-                if np.any(pos):
-                    g = g + 2.0 * pieces.mu * (L @ pieces.hinge_scatter(ik[pos], jk[pos], lk[pos], None))
-    gn = float(np.linalg.norm(g))
-    rel = 0.0 if gn == 0.0 else gn * float(np.linalg.norm(L)) / max(abs(value), 1e-300)
-    return rel, gn, value, n_band, minimal
-
-
 def stationarity(problem, L, band=BAND):
     r"""Relative stationarity of ``L`` for the rank-constrained LMNN objective :math:`\varepsilon(L)`.
 
     :math:`\varepsilon` is piecewise smooth; at a local minimum some triplets usually sit
     exactly on the kink of their hinge (:math:`h_{ijl} = 0`), where no single gradient vanishes.
-    The measure is the norm of the smallest element of the convex hull of the gradients of
-    the pieces met within ``band`` of the kink,
+    The measure is the gradient of the hinge smoothed to a centred Huber of width ``s = 2 band``,
 
     .. math::
 
-        g^\star = \min_{w \in [0, 1]^{B}} \Big\lVert 2L\big(G_0 + \mu \textstyle\sum_{t \in B} w_t (C_{ij} - C_{il})\big)\Big\rVert_F,
-        \qquad B = \{t : |h_t| \le \text{band}\},
+        g_s = 2L\Big(G_0 + \mu \textstyle\sum_{t} \phi_s'(h_t)\,(C_{ij} - C_{il})\Big), \qquad
+        \phi_s'(h) = \operatorname{clip}(h/s + 1/2, 0, 1),
 
-    with :math:`G_0` the gradient of the smooth terms plus :math:`\mu\sum_{h_t > \text{band}} (C_{ij} - C_{il})`
-    (a bounded least-squares problem, :func:`scipy.optimize.lsq_linear`; above
-    ``MAX_BAND_COLUMNS`` triplets in the band the subgradient with weights ``1[h > 0]``
-    is used, an upper bound). It is made scale-free as
-    :math:`g^\star \lVert L\rVert_F / \varepsilon(L)` (invariant to rescaling the data, and to
-    scaling the objective), the relative directional slope available at ``L``.
+    with :math:`G_0` the gradient of the smooth terms: the weights are ``1`` above the band, ``0``
+    below it and in :math:`[0, 1]` only for :math:`|h_t| < \text{band}`, so :math:`g_s` belongs to the
+    convex hull of the gradients of the pieces met within ``band`` of the kink, and
+    :math:`\lVert g_s\rVert` bounds the norm of that hull's smallest element from above. It is made
+    scale-free as :math:`\lVert g_s\rVert \lVert L\rVert_F / \varepsilon_s(L)` (invariant to rescaling
+    the data and the objective): the quantity LMNN-R's solve stops on.
 
     Returns
     -------
-    dict with ``relative``, ``gradient_norm`` (:math:`g^\star`), ``objective``, ``band_triplets``
-    and ``minimal`` (whether the minimum-norm element was computed).
+    dict with ``relative``, ``gradient_norm`` (:math:`\lVert g_s\rVert`), ``objective`` (the exact
+    :math:`\varepsilon(L)`) and ``band_triplets`` (triplets with :math:`|h_t| < \text{band}`).
     """
     _check_problem(problem)
     L = _check_L(L, None, problem.d)
-    band = check_real(band, "band", low=0.0)
-    rel, gn, value, nb, minimal = _stationarity(_Pieces(problem), L, band)
-    return {"relative": rel, "gradient_norm": gn, "objective": value, "band_triplets": nb, "minimal": minimal}
+    band = check_real(band, "band", low=0.0, low_open=True)
+    value, exact, g = evaluate(problem.factored(L.shape[0]), L, 2.0 * band)
+    gn = float(np.linalg.norm(g))
+    rel = 0.0 if gn == 0.0 else gn * float(np.linalg.norm(L)) / max(abs(value), 1e-300)
+    found = problem.find_triplets(symmetrize(L.T @ L), band)
+    n_band = 0 if found is None else int(np.count_nonzero(np.abs(found[3]) < band))
+    return {"relative": rel, "gradient_norm": gn, "objective": exact, "band_triplets": n_band}
 
 
 # ----------------------------------------------------------------------------- starts
@@ -342,102 +178,15 @@ def _pca_directions(X, r):
     return V[:, np.argsort(w)[::-1][:r]].T.copy()
 
 
-def _best_scale(pieces, U):
-    r"""``sqrt(s*) U`` with ``s* = argmin_{s >= 0} f(s U^T U)``: ``f(sM)`` is convex in ``s`` (linear pull,
-    quadratic Frobenius, hinges of affine functions), minimised by bounded Brent search on
-    ``[0, s_max]``, with ``s_max`` the scale beyond which the pull term alone exceeds ``f(0)``."""
-    f0 = pieces.mu * pieces.n_triplets
-    lin = float(np.sum((U @ pieces.P) * U))
-    if f0 <= 0:
-        return 0.0 * U
-    if lin > 0:
-        s_max = f0 / lin
-    else:  # no pull: cap the scale where typical differences have length 1e3 x the unit margin
-        spread = float(np.mean(np.sum(((pieces.X - pieces.X.mean(axis=0)) @ U.T) ** 2, axis=1)))
-        s_max = 1e6 / max(spread, 1e-300)
-    fun = lambda s: pieces.evaluate(np.sqrt(max(s, 0.0)) * U)[1]
-    res = scipy.optimize.minimize_scalar(fun, bounds=(0.0, s_max), method="bounded",
-                                         options={"xatol": 1e-8 * s_max, "maxiter": 200})
-    s = float(res.x) if fun(res.x) < f0 else 0.0
-    return np.sqrt(s) * U
+def _scaled_start(problem, U):
+    """``sqrt(c) U`` with ``c`` the best scale of ``U^T U`` (:func:`metricopt.backends.jax.best_scale`:
+    ``f(c U^T U)`` is convex in ``c``)."""
+    return np.sqrt(best_scale(problem, U.T @ U)) * U
 
 
-def _random_start(pieces, r, rng):
-    Q, _ = np.linalg.qr(rng.standard_normal((pieces.X.shape[1], r)))
-    return _best_scale(pieces, Q.T)
-
-
-# ------------------------------------------------------------------------- one descent
-def _descend(pieces, L0, max_iter, smoothing, band, polish=True):
-    """One descent from ``L0``.
-
-    With ``smoothing``: L-BFGS-B on the smoothed objective, the width driven from ``SMOOTH_START``
-    down to ``SMOOTH_END * band`` by factors ``SMOOTH_DECREASE`` (each stage warm-started, the iteration
-    budget shared between the remaining stages); every stage of width ``<= POLISH_FROM`` is followed by
-    a trust-region Newton polish (scipy's ``trust-krylov`` with the exact Hessian-vector product
-    :meth:`_Pieces.hessp`), which converges on these ill-conditioned stages where L-BFGS stalls.
-    Without: L-BFGS-B on the exact objective with its subgradient, until it stops (relative decrease
-    below ``FTOL``, a failed line search at a kink, or ``max_iter``). The best point by exact
-    objective seen at any evaluation is returned (never worse than ``L0``)."""
-    r, d = L0.shape
-    best = {"value": np.inf, "L": L0}
-
-    cache = {}
-
-    def fun(x, s):
-        L = x.reshape(r, d)
-        value, exact, grad = pieces.evaluate(L, s, cache)
-        cache["x"] = x.copy()
-        if exact < best["value"]:
-            best["value"], best["L"] = exact, L.copy()
-        return value, grad.ravel()
-
-    def hessp(x, v, s):
-        found = cache.get("found") if np.array_equal(cache.get("x"), x) else None
-        return pieces.hessp(x.reshape(r, d), v.reshape(r, d), s, found).ravel()
-
-    def newton(x, s, budget):
-        f0 = pieces.evaluate(x.reshape(r, d), s)[0]
-        gtol = 0.1 * POLISH_TOL * max(abs(f0), 1e-300) / max(float(np.linalg.norm(x)), 1e-300)
-        # a trust-region trial step can overflow on the steep smoothed hinge; such steps are rejected
-        # (non-finite value) and a non-finite end point is discarded below, so the warnings carry no news
-        with np.errstate(over="ignore", invalid="ignore"):
-            return scipy.optimize.minimize(fun, x, args=(s,), jac=True, hessp=hessp, method="trust-krylov",
-                                           options={"maxiter": budget, "gtol": gtol})
-
-    if smoothing:
-        widths = [SMOOTH_START]
-        while widths[-1] > SMOOTH_END * band * (1 + 1e-12):
-            widths.append(max(widths[-1] * SMOOTH_DECREASE, SMOOTH_END * band))
-    else:
-        widths = [0.0]
-    x = L0.ravel().copy()
-    iters = nfev = 0
-    messages = []
-    for k, s in enumerate(widths):
-        budget = (max_iter - iters) // (len(widths) - k)
-        if k == len(widths) - 1:
-            budget = max_iter - iters
-        if budget <= 0:
-            continue
-        res = scipy.optimize.minimize(fun, x, args=(s,), jac=True, method="L-BFGS-B",
-                                      options={"maxiter": budget, "ftol": FTOL, "gtol": 1e-300, "maxcor": 20})
-        x = res.x
-        iters += int(res.nit)
-        nfev += int(res.nfev)
-        messages.append(f"width {s:g}: {res.message}")
-        if smoothing and polish and s <= POLISH_FROM and max_iter - iters > 0:
-            # Newton polish of the smoothed problem (ill-conditioned: curvature ~ 1/s): a trust region
-            # with exact Hessian-vector products converges where L-BFGS stalls; path-following over
-            # the widths keeps each Newton start close to its solution
-            res = newton(x, s, min(POLISH_MAX_ITER, max_iter - iters))
-            if np.all(np.isfinite(res.x)):
-                x = res.x
-            iters += int(res.nit)
-            nfev += int(res.nfev)
-            messages.append(f"polish at width {s:g}: {res.message}")
-    fun(x, 0.0)
-    return best["L"], best["value"], iters, nfev, messages, iters >= max_iter
+def _random_start(problem, r, rng):
+    Q, _ = np.linalg.qr(rng.standard_normal((problem.d, r)))
+    return _scaled_start(problem, Q.T)
 
 
 # ------------------------------------------------------------------------------ bound
@@ -498,7 +247,7 @@ def _with_bound(stats, objective, lower):
 # ------------------------------------------------------------------------------ LMNN-R
 def lmnn_r(problem, n_components, n_restarts=3, random_state=0, tol=1e-6, max_iter=2000, smoothing=True,
            init=None, band=BAND, convex_bound=True):
-    r"""LMNN-R: learn a rectangular ``L`` (``r x d``) by L-BFGS on the non-convex LMNN loss
+    r"""LMNN-R: learn a rectangular ``L`` (``r x d``) on the non-convex LMNN loss
     (Weinberger & Saul, JMLR 2009, Section 5.4; Eq. 14 at :math:`M = L^\top L`).
 
     .. math::
@@ -513,18 +262,17 @@ def lmnn_r(problem, n_components, n_restarts=3, random_state=0, tol=1e-6, max_it
     makes it tol-optimal even for the rank-constrained problem -- else ``Status.ITERATION_LIMIT``;
     never ``OPTIMAL``.
 
-    Method: ``n_restarts`` descents, keeping the lowest objective. The first starts from the
-    top-``r`` principal directions of ``X`` (or ``init``), the others from random orthonormal
-    rows; each start is scaled by the best factor along its ray (a convex 1-D problem). A
-    descent runs scipy's L-BFGS-B on the value and gradient :math:`2LG` (see
-    :func:`low_rank_objective`). With ``smoothing`` (default) the hinge is replaced by its Huber
-    smoothing :math:`\phi_s` of width :math:`s` driven from 1 down to ``0.02 * band`` by factors of
-    10 (continuation), each stage of width :math:`\le 10^{-3}` followed by a trust-region Newton
-    polish with exact Hessian-vector products. Without it, L-BFGS-B runs on the hinge itself with
-    the subgradient ``1[h > 0]`` and stops when its line search fails at a kink, its relative
-    decrease falls below ``FTOL`` (1e-13) or at ``max_iter``. Measured on iris and wine
-    (standardised), smoothing reaches lower objectives at every rank and ends stationary, the
-    plain subgradient version never does (its relative stationarity stays at 1e-3 .. 1e-1).
+    Method: ``n_restarts`` solves of ``problem.factored(r)`` on the JAX backend's loop, keeping the
+    lowest objective. The first starts from the top-``r`` principal directions of ``X`` (or
+    ``init``), the others from random orthonormal rows; each start is scaled by the best factor
+    along its ray (a convex 1-D problem). With ``smoothing`` (default) the solver is the
+    trust-region Newton-CG of :class:`metricopt.backends.jax.TrustNewton` on the hinge smoothed to a
+    centred Huber of width :math:`s`, driven from 1 down to ``2 * band`` by factors of 10
+    (continuation; Hessian-vector products by differentiating the terms' gradient), stopping once
+    the smoothed gradient at the last width is ``tol``-small. Without it, the paper's own method:
+    (sub)gradient steps on the hinge itself with the step adapted as in its Appendix A
+    (``solver="subgradient"``), which does not reach stationarity on a kink and ends at
+    ``max_iter`` or when its steps stall.
 
     The stats also give a *lower bound* for information: the dual bound of
     :func:`metricopt.certify` at :math:`L^\top L` bounds the convex (full-rank) optimum, which
@@ -543,13 +291,14 @@ def lmnn_r(problem, n_components, n_restarts=3, random_state=0, tol=1e-6, max_it
     tol : float, default 1e-6
         Relative stationarity under which a descent is declared stationary.
     max_iter : int, default 2000
-        L-BFGS-B and Newton iterations per restart (shared by the continuation stages).
+        Solver iterations per restart (shared by the continuation stages).
     smoothing : bool, default True
-        Huber-smoothed hinge with continuation (True) or the plain hinge (False).
+        Huber-smoothed hinge with continuation and Newton steps (True) or subgradient steps on the
+        hinge (False).
     init : (r, d) array, optional
         First start instead of the PCA directions (used as given, not rescaled).
-    band : float, default 1e-6
-        Half-width of the kink band of :func:`stationarity` (the last smoothing width is ``0.02 * band``).
+    band : float, default 1e-8
+        Half-width of the kink band of :func:`stationarity` (the last smoothing width is ``2 * band``).
     convex_bound : bool, Solution or (d, d) array, default True
         Compute the lower bound of the convex relaxation (a dual certificate computation) at
         :math:`L^\top L`; a Solution (or metric) of the convex problem given here is certified
@@ -560,9 +309,9 @@ def lmnn_r(problem, n_components, n_restarts=3, random_state=0, tol=1e-6, max_it
     Solution
         ``M = L^T L``, ``L`` the ``(r, d)`` factor (``solution.L``), objective by
         ``problem.objective``. ``stats``: ``restarts`` (per restart: start, objective,
-        iterations, function evaluations, stationarity, status), ``best_restart``,
-        ``iterations``, ``gradient_norm``, ``stationarity``, ``convex_lower_bound``,
-        ``rel_gap_to_convex_bound``, ``time``.
+        iterations, evaluations, stationarity, status), ``best_restart``, ``iterations``,
+        ``gradient_norm``, ``stationarity``, ``convex_lower_bound``, ``rel_gap_to_convex_bound``,
+        ``time``.
     """
     t0 = time.perf_counter()
     _check_problem(problem)
@@ -576,36 +325,29 @@ def lmnn_r(problem, n_components, n_restarts=3, random_state=0, tol=1e-6, max_it
     if init is not None:
         init = _check_L(init, r, problem.d, "init")
     want_bound, bound_extra = _bound_candidates(convex_bound, problem)
-    pieces = _Pieces(problem)
+    low = problem.factored(r)
+    solver = TrustNewton(s_min=2.0 * band) if smoothing else "subgradient"
     rng = np.random.default_rng(random_state)
 
-    runs, best = [], None
-    for k in range(n_restarts):
-        if k == 0:
-            start, L0 = ("init", init) if init is not None else ("pca", _best_scale(pieces, _pca_directions(problem.X, r)))
-        else:
-            start, L0 = "random", _random_start(pieces, r, rng)
-        L, value, iters, nfev, msgs, hit_limit = _descend(pieces, L0, max_iter, bool(smoothing), band)
-        rel, gn, _, nb, minimal = _stationarity(pieces, L, band)
-        status = Status.STATIONARY if rel <= tol else Status.ITERATION_LIMIT
-        run = {"start": start, "objective": value, "iterations": iters, "function_evaluations": nfev,
-               "hit_limit": hit_limit,
-               "stationarity": rel, "gradient_norm": gn, "band_triplets": nb, "minimal_subgradient": minimal,
-               "status": status.code, "lbfgs": msgs, "L": L}
-        runs.append(run)
-        if best is None or value < best["objective"]:
-            best = run
-    L = best["L"]
+    starts = [("init", init) if init is not None else ("pca", _scaled_start(problem, _pca_directions(problem.X, r)))]
+    starts += [("random", _random_start(problem, r, rng)) for _ in range(n_restarts - 1)]
+    best_sol, runs = solve_from_starts(low, starts, backend="jax", solver=solver, tol=max(tol, 1e-300),
+                                       max_iter=max_iter)
+    best = next(run for run in runs if run["solution"] is best_sol)
+    best["hit_limit"] = best["iterations"] >= max_iter
+    L = best_sol.L
     M = symmetrize(L.T @ L)
     objective = problem.objective(M)
+    measured = stationarity(problem, L, band)
     stats = {
         "method": "LMNN-R", "n_components": r, "smoothing": bool(smoothing), "band": band, "tol": tol,
-        "restarts": [{k: v for k, v in run.items() if k != "L"} for run in runs],
+        "solver": "newton" if smoothing else "subgradient",
+        "restarts": [{k: v for k, v in run.items() if k != "solution"} for run in runs],
         "restart_objectives": [run["objective"] for run in runs],
         "best_restart": runs.index(best), "iterations": best["iterations"],
         "total_iterations": sum(run["iterations"] for run in runs),
-        "gradient_norm": best["gradient_norm"], "stationarity": best["stationarity"],
-        "objective_in_L": best["objective"],
+        "gradient_norm": measured["gradient_norm"], "stationarity": measured["relative"],
+        "band_triplets": measured["band_triplets"], "objective_in_L": best["objective"],
     }
     if want_bound:
         _with_bound(stats, objective, _convex_bound(problem, M, bound_extra))
@@ -615,17 +357,17 @@ def lmnn_r(problem, n_components, n_restarts=3, random_state=0, tol=1e-6, max_it
         message = f"{status.message}: LMNN-R rank {r}, {why} (best of {n_restarts} restart(s))"
     elif best["hit_limit"]:
         message = (f"LMNN-R rank {r}: the iteration limit max_iter={max_iter} was reached with relative "
-                   f"stationarity {best['stationarity']:.2e} > tol {tol:g}; the point is not shown stationary. "
+                   f"stationarity {stats['stationarity']:.2e} > tol {tol:g}; the point is not shown stationary. "
                    "Raise max_iter")
     else:
         message = (f"LMNN-R rank {r}: the descent stopped (no further decrease in floating point) with relative "
-                   f"stationarity {best['stationarity']:.2e} > tol {tol:g}; the point is not shown stationary. "
+                   f"stationarity {stats['stationarity']:.2e} > tol {tol:g}; the point is not shown stationary. "
                    "Try more restarts, a larger band or a looser tol")
     if "rel_gap_to_convex_bound" in stats:
         message += (f"; objective is within {stats['rel_gap_to_convex_bound']:.2e} (relative) of a lower bound on "
                     "the convex relaxation (a bound, not a certificate of the rank-constrained problem)")
     stats["time"] = time.perf_counter() - t0
-    return Solution(M=M, objective=objective, status=status, backend="scipy", solver="L-BFGS-B", stats=stats,
+    return Solution(M=M, objective=objective, status=status, backend="jax", solver=stats["solver"], stats=stats,
                     message=message + ".", L=L)
 
 
@@ -727,15 +469,15 @@ def lmnn_s(problem, n_components, tol=1e-6, backend="cvxpy", convex_solution=Non
     M = symmetrize(L.T @ L)
     objective = problem.objective(M)
     convex_objective = problem.objective(project_psd(sol.M))
-    pieces = _Pieces(problem)
-    rel, gn, _, nb, minimal = _stationarity(pieces, L, band)
+    measured = stationarity(problem, L, band)
+    rel, gn, nb = measured["relative"], measured["gradient_norm"], measured["band_triplets"]
     loss = objective - convex_objective
     stats = {
         "method": "LMNN-S", "n_components": r, "convex_objective": convex_objective, "truncation_loss": loss,
         "rel_truncation_loss": float(loss / max(abs(convex_objective), 1e-12)), "eigenvalues": eig,
         "dropped_eigenvalue_sum": float(eig[r:].sum()), "convex_status": sol.status.code,
         "convex_stats": sol.stats, "stationarity": rel, "gradient_norm": gn, "band_triplets": nb,
-        "minimal_subgradient": minimal, "iterations": int(sol.stats.get("iterations", 0)),
+        "iterations": int(sol.stats.get("iterations", 0)),
     }
     want_bound, bound_extra = _bound_candidates(convex_bound, problem)
     if want_bound:
@@ -779,11 +521,11 @@ def lmnn_low_rank(problem, n_components, method="R", n_restarts=3, random_state=
     n_components : int
         The rank ``r``, ``1 <= r <= d``.
     method : {"R", "S"}, default "R"
-        ``"R"``: learn ``L`` directly by L-BFGS on the non-convex loss (:func:`lmnn_r`).
+        ``"R"``: learn ``L`` directly on the non-convex loss, trust-region Newton on the JAX loop (:func:`lmnn_r`).
         ``"S"``: solve the convex problem, then keep its top ``r`` eigenpairs (:func:`lmnn_s`).
     n_restarts, random_state, max_iter : LMNN-R only
         Restarts (the first from the PCA directions, the rest random), their seed, and
-        L-BFGS-B iterations per restart.
+        solver iterations per restart.
     tol : float, default 1e-6
         Relative stationarity threshold (both methods; see :func:`stationarity`).
     backend : {"cvxpy", "jax"}, default "cvxpy"

@@ -42,6 +42,11 @@ class Status(enum.Enum):
         "truncation): optimal for no single convex problem; a certificate, where attached, gives its gap to "
         "the problem it is compared with",
     )
+    CLOSED_FORM = (
+        "closed_form",
+        "computed in closed form (an eigendecomposition: PCA, whitening, LDA, RCA): exact for its own criterion, "
+        "the optimum of no metric-learning objective solved here; no certificate",
+    )
     ERROR = ("error", "the solver failed; see the solution's message and stats")
 
     def __init__(self, code, message):
@@ -59,7 +64,7 @@ class Status(enum.Enum):
     def has_point(self):
         """Whether the solve returned a usable (if possibly inaccurate) point."""
         return self in (Status.OPTIMAL, Status.OPTIMAL_INACCURATE, Status.STATIONARY, Status.ITERATION_LIMIT,
-                        Status.EARLY_STOPPED, Status.HEURISTIC)
+                        Status.EARLY_STOPPED, Status.HEURISTIC, Status.CLOSED_FORM)
 
 
 @dataclass

@@ -25,7 +25,7 @@ from .errors import InputError
 from .problems.base import register_action
 from .solution import Solution
 
-__all__ = ["solve"]
+__all__ = ["solve", "solve_from_starts"]
 
 
 def solve(problem: Any, backend: str = "cvxpy", **options: Any) -> Solution:
@@ -55,6 +55,39 @@ def solve(problem: Any, backend: str = "cvxpy", **options: Any) -> Solution:
     if not ok:
         raise InputError(reason)
     return module.solve(problem, **options)
+
+
+def solve_from_starts(problem: Any, starts: list, backend: str = "jax", **options: Any) -> tuple[Solution, list]:
+    """Solve a non-convex problem from several starts (``init=`` each) and keep the lowest objective.
+
+    Parameters
+    ----------
+    problem : Problem
+        Typically over a factor geometry (``problem.factored(r)``, NCA).
+    starts : list of (name, init)
+        The starting points, tried in order (e.g. ``("pca", L0)``, ``("random", L1)``).
+    backend, **options
+        As for :func:`solve`.
+
+    Returns
+    -------
+    best : Solution
+        The run of lowest objective (the first among equals).
+    runs : list of dict
+        Per start: ``start``, ``objective``, ``iterations``, ``evaluations``, ``stationarity``,
+        ``status``, ``message`` and the ``solution``.
+    """
+    runs, best = [], None
+    for name, init in starts:
+        sol = solve(problem, backend=backend, init=init, **options)
+        rel = sol.stats.get("stationarity")
+        runs.append({"start": name, "objective": sol.objective, "iterations": int(sol.stats.get("iterations", 0)),
+                     "evaluations": int(sol.stats.get("evaluations", 0)),
+                     "stationarity": float("inf") if rel is None else float(rel), "status": sol.status.code,
+                     "message": sol.message, "solution": sol})
+        if best is None or sol.objective < best.objective:
+            best = sol
+    return best, runs
 
 
 def _to_cvxpy(problem, working_set=None):

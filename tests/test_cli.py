@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import metricopt
 from metricopt.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -236,3 +237,27 @@ def test_predict_wrong_number_of_features(tmp_path, capsys):
     assert code == 2
     assert _one_line_error(err) == ("metricopt: error: --split test recovers the split of the model's own data set "
                                     f"('iris'); the data given is {str(flowers)!r}. Use --split all.")
+
+
+@pytest.mark.parametrize("method", ["nca", "lda", "rca", "pca"])
+def test_fit_non_convex_and_closed_form_methods(method, tmp_path, capsys):
+    model = tmp_path / f"{method}.npz"
+    extra = ["--n-components", "2"] if method in ("nca", "pca") else []
+    assert main(["fit", "--method", method, "--data", "wine", "--quiet", "--out", str(model), *extra]) == 0
+    out = capsys.readouterr().out
+    if method == "nca":
+        assert "backend jax" in out and "status stationary" in out and "no certificate" in out
+    else:
+        assert "backend closed form" in out and "status closed_form" in out
+    assert main(["predict", "--model", str(model), "--data", "wine", "--split", "test"]) == 0
+    assert "error" in capsys.readouterr().out
+    loaded = metricopt.io.load_model(model)
+    assert type(loaded).__name__ == {"nca": "NCA", "lda": "LDA", "rca": "RCA", "pca": "PCA"}[method]
+
+
+def test_nca_refuses_the_exact_backend_and_baselines_any_backend(tmp_path, capsys):
+    assert main(["fit", "--method", "nca", "--backend", "cvxpy", "--data", "wine", "--out", str(tmp_path / "a.npz")]) == 2
+    assert "NCA is not convex: it has no exact conic program. Use --backend jax" in capsys.readouterr().err
+    assert main(["fit", "--method", "lda", "--backend", "jax", "--data", "wine", "--out", str(tmp_path / "b.npz")]) == 2
+    assert "--method lda is computed in closed form (an eigendecomposition); it takes no --backend." in \
+        capsys.readouterr().err

@@ -27,7 +27,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import metricopt
-from metricopt import LMNN, MMC, POLA, Certificate, SolverError, Status
+from metricopt import LMNN, MMC, NCA, POLA, Certificate, SolverError, Status
 from metricopt.errors import InputError, UnknownOptionError
 from metricopt.terms import Frobenius
 
@@ -47,6 +47,7 @@ EXPECTED_FAILED_CHECKS = {
     },
     "MMC": {},
     "POLA": {},
+    "NCA": {},
 }
 
 def _expected_failed_checks(estimator):
@@ -55,7 +56,7 @@ def _expected_failed_checks(estimator):
 
 
 @parametrize_with_checks(
-    [LMNN(), MMC(), POLA()],
+    [LMNN(), MMC(), POLA(), NCA(max_iter=200, solver="cg")],  # cg: the cheapest of the NCA loops to compile
     expected_failed_checks=_expected_failed_checks,
     xfail_strict=True,
 )

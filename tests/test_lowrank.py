@@ -24,8 +24,8 @@ import pytest
 import metricopt as mo
 from metricopt.datasets import load_iris
 from metricopt.errors import InputError, UnknownOptionError
+from metricopt.backends.jax import evaluate
 from metricopt.lowrank import (
-    _Pieces,
     lmnn_low_rank,
     lmnn_r,
     lmnn_s,
@@ -78,7 +78,7 @@ def generic_point(p, r, seed):
     rng = np.random.default_rng(seed)
     for _ in range(100):
         L = 0.6 * rng.standard_normal((r, p.d))
-        h = _Pieces(p).triplets(p.X @ L.T, 1.0)[3]
+        h = p.find_triplets(L.T @ L, 1.0)[3]
         if np.all(np.abs(h) > 1e-3):
             return L
     raise AssertionError("no generic point found")
@@ -117,13 +117,13 @@ def test_gradient_matches_finite_differences(smoothing):
 def test_hessian_vector_product_matches_finite_differences():
     X, y = iris_subset(8, 2)
     p = mo.LMNNProblem(X, y, k=2, mu=0.5, regularizer=Frobenius(0.3))
-    pieces = _Pieces(p)
+    low = p.factored(2)
     L = generic_point(p, 2, 2)
     V = np.random.default_rng(3).standard_normal(L.shape)
     s = 0.8  # wide: many triplets in the quadratic zone of the smoothed hinge
     eps = 1e-6
-    fd = (pieces.evaluate(L + eps * V, s)[2] - pieces.evaluate(L - eps * V, s)[2]) / (2 * eps)
-    hv = pieces.hessp(L, V, s)
+    fd = (evaluate(low, L + eps * V, s)[2] - evaluate(low, L - eps * V, s)[2]) / (2 * eps)
+    hv = evaluate(low, L, s, direction=V)[3]  # what the trust-region Newton solver uses
     np.testing.assert_allclose(hv, fd, rtol=1e-5, atol=1e-6 * np.abs(hv).max())
 
 
@@ -165,9 +165,9 @@ def test_descent_lowers_stationarity_from_its_start(small):
     sol = lmnn_r(p, 2, n_restarts=1, convex_bound=False)
     L0 = sol.stats["restarts"][0]
     assert L0["start"] == "pca"
-    from metricopt.lowrank import _best_scale, _pca_directions
+    from metricopt.lowrank import _pca_directions, _scaled_start
 
-    start = _best_scale(_Pieces(p), _pca_directions(p.X, 2))
+    start = _scaled_start(p, _pca_directions(p.X, 2))
     assert stationarity(p, start)["relative"] > 1e-3
     assert stationarity(p, sol.L)["relative"] <= 1e-6
     assert sol.objective < p.objective(start.T @ start)
@@ -189,7 +189,7 @@ def test_restarts_keep_the_best(small):
     assert again.stats["restart_objectives"] == objs
 
 
-def test_smoothing_beats_plain_subgradient_lbfgs(small):
+def test_smoothing_beats_plain_subgradient(small):
     p, _ = small
     smooth = lmnn_r(p, 2, n_restarts=1, convex_bound=False)
     plain = lmnn_r(p, 2, n_restarts=1, convex_bound=False, smoothing=False)
@@ -294,3 +294,33 @@ def test_error_messages(small):
             "low-rank LMNN needs an LMNNProblem; got MMCProblem. Build one with "
             "metricopt.LMNNProblem(X, y, k=..., mu=...).")):
         lmnn_low_rank(mmc, 2)
+
+
+# ------------------------------------------------------------------ the factor geometry on the shared loop
+def test_factor_geometry_is_solved_by_the_shared_loop_and_reported_stationary(small):
+    p, convex = small
+    low = p.factored(2)
+    assert not low.is_convex
+    sol = mo.solve(low, backend="jax", solver="newton", tol=1e-6)
+    assert sol.status is Status.STATIONARY and not sol.is_optimal and sol.certificate is None
+    assert sol.backend == "jax" and sol.solver == "newton" and sol.L.shape == (2, p.d)
+    assert sol.stats["stationarity"] <= 1e-6
+    np.testing.assert_allclose(sol.M, sol.L.T @ sol.L, atol=1e-12)
+    assert sol.objective >= convex.objective * (1 - 1e-9)  # the convex optimum bounds every rank-2 point
+    with pytest.raises(mo.NotConvexError):
+        mo.certify(low, sol.M)
+    # the same problem from the same start: the same point (deterministic), no retrace of the loop
+    from metricopt.backends.jax import TRACES
+
+    traces = TRACES["run_chunk"]
+    again = mo.solve(low, backend="jax", solver="newton", tol=1e-6)
+    assert TRACES["run_chunk"] == traces
+    np.testing.assert_array_equal(again.L, sol.L)
+
+
+def test_newton_refuses_a_constrained_geometry(small):
+    p, _ = small
+    with pytest.raises(InputError, match=re.escape(
+            "solver='newton' takes unconstrained steps and runs on a factor geometry only (problem.factored(r): "
+            "M = L^T L); LMNN has the constrained geometry 'psd'. Use solver='fista'.")):
+        mo.solve(p, backend="jax", solver="newton")

@@ -184,7 +184,7 @@ class LMNN(MetricLearner):
 
         full = self._make_problem(X, y)
         if check_choice(self.low_rank, "low_rank", ("R", "S")) == "R":
-            bounds = {}  # LMNN-R's L-BFGS: no finer than 1e-6, at most 2000 iterations per restart
+            bounds = {}  # LMNN-R: stationarity no finer than 1e-6, at most 2000 solver iterations per restart
             if self.tol is not None:
                 bounds["tol"] = max(float(self.tol), 1e-6)
             if self.max_iter is not None:

@@ -5,7 +5,8 @@ from .kernel_lmnn import KernelLMNNProblem
 from .lmnn import LMNNProblem
 from .mmc import MMCProblem
 from .multimetric import MultiMetricLMNNProblem
+from .nca import NCAProblem
 from .pola import POLAProblem
 from . import terms
 
-__all__ = ["Problem", "Constraint", "LMNNProblem", "KernelLMNNProblem", "MultiMetricLMNNProblem", "MMCProblem", "POLAProblem", "terms"]
+__all__ = ["Problem", "Constraint", "LMNNProblem", "KernelLMNNProblem", "MultiMetricLMNNProblem", "MMCProblem", "POLAProblem", "NCAProblem", "terms"]

@@ -27,6 +27,11 @@ Solvers
     The reference, Weinberger & Saul (JMLR 2009, Appendix A): projected subgradient steps
     from ``M = I``, the step grown by 1.01 after a decrease and halved (step rolled back)
     after an increase, all triplets re-checked every 10 iterations.
+``"newton"`` (factor geometry only: LMNN-R, ``problem.factored(r)``)
+    Trust-region Newton with truncated conjugate gradients on the same smoothed objective and
+    continuation; Hessian-vector products by differentiating the terms' gradient.
+``"lbfgs"``, ``"cg"`` (factor geometry only: NCA, LMNN-R)
+    Limited-memory BFGS and nonlinear conjugate gradients (Polak-Ribiere+) with Armijo backtracking.
 ``"online"`` (POLA only)
     Shalev-Shwartz, Singer & Ng's online algorithm: per pair, projection onto its margin
     half-space, then onto ``{M PSD, b >= 1}``; one iteration is one pass over the pairs.
@@ -36,10 +41,12 @@ Measured times to certified gaps (reference against FISTA) are in
 step rule stops making progress at a kink of the hinge well before a gap of 1e-3.
 """
 
-from .backend import NAME, OPTIONS, Options, accepts, solve
+from .backend import NAME, OPTIONS, Options, accepts, best_scale, evaluate, solve
 from .loop import TRACES, Objective, project_psd, run_chunk
 from .geometry import Geometry
-from .solvers import DEFAULT_SOLVER, FISTA, SOLVERS, OnlinePOLA, Solver, Subgradient
+from .solvers import (DEFAULT_SOLVER, FISTA, LBFGS, SOLVERS, ConjugateGradient, OnlinePOLA, Solver, Subgradient,
+                      TrustNewton, hessian_vector_product)
 
 __all__ = ["solve", "accepts", "Options", "NAME", "OPTIONS", "SOLVERS", "DEFAULT_SOLVER", "FISTA", "Subgradient", "Solver", "OnlinePOLA", "Objective",
+           "TrustNewton", "LBFGS", "ConjugateGradient", "hessian_vector_product", "best_scale", "evaluate",
            "Geometry", "project_psd", "run_chunk", "TRACES"]

@@ -13,7 +13,7 @@ from ...errors import InputError, UnknownOptionError
 from ...solution import Solution
 from .geometry import Setup
 from .geometry import accepts as _accepts
-from .solvers import DEFAULT_SOLVER, SOLVERS
+from .solvers import DEFAULT_SOLVER, SOLVERS, Solver
 
 NAME = "jax"
 
@@ -22,7 +22,7 @@ NAME = "jax"
 class Options:
     """The JAX backend's options, every default stated once (see :func:`solve`)."""
 
-    solver: str | None = None
+    solver: str | Solver | None = None
     max_iter: int = 20_000
     tol: float = 1e-6
     verbose: bool = False
@@ -44,7 +44,10 @@ class Options:
                 f"unknown option(s) for backend='jax': {unknown}; accepted: {', '.join(names)}."
             )
         opts = cls(**{k: v for k, v in options.items() if v is not None})
-        name = check_choice(str(opts.solver or DEFAULT_SOLVER).lower(), "solver", tuple(SOLVERS))
+        if isinstance(opts.solver, Solver):  # a configured solver instance, e.g. TrustNewton(s_min=2e-6)
+            name = opts.solver
+        else:
+            name = check_choice(str(opts.solver or DEFAULT_SOLVER).lower(), "solver", tuple(SOLVERS))
         time_limit = opts.time_limit
         if time_limit is not None:
             time_limit = check_real(time_limit, "time_limit", low=0.0, low_open=True)
@@ -96,12 +99,14 @@ def solve(problem, **options):
 
     Parameters
     ----------
-    solver : {"fista", "subgradient", "online"}
+    solver : {"fista", "subgradient", "online", "newton"} or a Solver instance
         ``"fista"`` (default): accelerated projected gradient with restarts on the problem
         smoothed (hinges to a Huber, MMC's roots near 0) with the width driven down.
         ``"subgradient"``: the reference, Weinberger & Saul's projected subgradient method
         (JMLR 2009, Appendix A). ``"online"``: POLA's online algorithm (Shalev-Shwartz et al.
-        2004), one iteration per pass over the pairs.
+        2004), one iteration per pass over the pairs. ``"newton"``: trust-region Newton-CG with
+        the same continuation, factor geometry only (LMNN-R). A configured instance (e.g.
+        ``TrustNewton(s_min=2e-6)``) is used as given.
     max_iter : int
     tol : float
         Certified relative duality gap to stop at.
@@ -146,13 +151,18 @@ def solve(problem, **options):
     """
     opts = Options.resolve(options)
     setup = Setup(problem)
-    solver = SOLVERS[opts.solver]
+    solver = opts.solver if isinstance(opts.solver, Solver) else SOLVERS[opts.solver]
+    if solver.unconstrained_only and not setup.factor:
+        raise InputError(f"solver={solver.name!r} takes unconstrained steps and runs on a factor geometry only "
+                         f"(problem.factored(r): M = L^T L); {problem.method} has the constrained geometry "
+                         f"'{problem.geometry.describe()}'. Use solver='fista'.")
     terms = _jax_terms(problem, solver)
     init = opts.init
     if setup.factor:
-        Z0 = setup.initial_point() if init is None else _check_factor(init, setup.declared.rank, problem.d)
+        Z0 = setup.initial_point() if init is None else setup.from_point(
+            {"L": _check_factor(init, setup.declared.rank, problem.d, setup.declared.diagonal)})
     elif init is None and solver.scaled_start and any(t.uses_working_set for t in terms):
-        Z0 = setup.from_point({"M": _best_scale(problem) * np.eye(problem.d)})
+        Z0 = setup.from_point({"M": best_scale(problem) * np.eye(problem.d)})
     elif init is None:
         Z0 = setup.initial_point()
     else:
@@ -168,20 +178,32 @@ def solve(problem, **options):
         return _solve(problem, setup, terms, Z0, solver, opts, mesh)
 
 
-def _check_factor(L, r, d):
-    """An ``(r, d)`` finite starting factor."""
+def _check_factor(L, r, d, diagonal=False):
+    """An ``(r, d)`` finite starting factor (diagonal: a length-``d`` vector, ``(1, d)`` or a diagonal
+    ``(d, d)`` matrix)."""
     L = np.asarray(L.L if isinstance(L, Solution) else L, dtype=np.float64)
+    if diagonal:
+        if L.ndim == 2 and L.shape == (d, d) and np.all(L == np.diag(np.diag(L))):
+            L = np.diag(L)
+        L = L.reshape(1, -1) if L.ndim == 1 else L
+        if L.shape != (1, d) or not np.all(np.isfinite(L)):
+            raise InputError(f"init must be a finite diagonal of length {d} (a vector, or a diagonal ({d}, {d}) "
+                             f"matrix) for this diagonal factor; got shape {L.shape}.")
+        return L
     if L.shape != (r, d) or not np.all(np.isfinite(L)):
         raise InputError(f"init must be a finite ({r}, {d}) factor L for this rank-{r} problem; got shape {L.shape}.")
     return L
 
 
-def _best_scale(problem, shrink=2.0, golden_steps=6):
-    """``argmin_c f(c I)`` over ``c > 0``, approximately: ``f`` along the ray of the identity is convex
-    and piecewise linear in ``c``; halve ``c`` from 1 while ``f`` decreases (doubling instead if it
-    increases at once), then narrow the bracket by golden-section steps in ``log c``. Every value is
-    the exact objective (a blocked search of all triplets); ``c`` stays within ``[2^-20, 2^20]``."""
-    f = lambda c: problem.objective(c * np.eye(problem.d))
+def best_scale(problem, M0=None, shrink=2.0, golden_steps=6):
+    """``argmin_c f(c M0)`` over ``c > 0`` (``M0`` PSD, default the identity), approximately: ``f``
+    along the ray is convex in ``c`` (piecewise linear for LMNN without a Frobenius term); halve ``c``
+    from 1 while ``f`` decreases (doubling instead if it increases at once), then narrow the bracket
+    by golden-section steps in ``log c``. Every value is the exact objective (a blocked search of all
+    triplets); ``c`` stays within ``[2^-20, 2^20]``. The start of FISTA for LMNN and of LMNN-R's
+    restarts."""
+    M0 = np.eye(problem.d) if M0 is None else np.asarray(M0, dtype=np.float64)
+    f = lambda c: problem.objective(c * M0)
     c, fc = 1.0, f(1.0)
     step = 1.0 / shrink if f(1.0 / shrink) < fc else shrink
     lo_hi = None
@@ -237,6 +259,36 @@ def _mesh(devices, problem):
     if not any(t.uses_working_set for t in problem.terms):
         raise InputError(f"devices=: sharding splits LMNN's triplets over devices; {problem.method} has none to split.")
     return jax.sharding.Mesh(np.array(devs), ("data",))
+
+
+def evaluate(problem, Z, smoothing=0.0, direction=None):
+    """The objective the jitted loop minimises, at the solver's point ``Z`` of ``problem``'s geometry
+    (for ``problem.factored(r)``: the ``(r, d)`` factor ``L``), over every triplet within the
+    re-check margin: ``(value, exact_value, gradient)`` with the hinge smoothed to width
+    ``smoothing`` in ``value`` and its gradient, and, given a ``direction`` ``V``, the
+    Hessian-vector product ``H(Z) V`` of the smoothed objective as a fourth item (what
+    :class:`~.solvers.TrustNewton` computes). For tests, stationarity measures and teaching; float64."""
+    import jax
+    import jax.numpy as jnp
+
+    from .driver import Run
+    from .solvers import hessian_vector_product
+
+    setup = Setup(problem)
+    solver = SOLVERS[DEFAULT_SOLVER]
+    smoothing = check_real(smoothing, "smoothing", low=0.0)
+    opts = Options.resolve({"margin": max(Options.margin, smoothing)})
+    with jax.enable_x64(True):
+        run = Run(problem, setup, _jax_terms(problem, solver), np.asarray(Z, dtype=np.float64), solver, opts)
+        actives = run.recheck(setup.to_point(run.Z))[0]
+        objective = run.objective(actives)
+        Zj = jnp.asarray(run.Z)
+        value, exact, grad = objective(Zj, smoothing)
+        out = (float(value), float(exact), np.asarray(grad, dtype=np.float64))
+        if direction is not None:
+            V = jnp.asarray(np.asarray(direction, dtype=np.float64))
+            out += (np.asarray(hessian_vector_product(objective, Zj, smoothing, V), dtype=np.float64),)
+    return out
 
 
 def _solve(problem, setup, terms, Z0, solver, opts, mesh=None):

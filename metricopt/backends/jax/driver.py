@@ -20,7 +20,6 @@ from ...certify.policy import decide_status
 from ...errors import InputError
 from ...protocols import DualPiece
 from ...solution import Solution, Status
-from .solvers import SMOOTHING_MIN
 
 #: consecutive chunks without any change of M after which the solve is declared stalled
 STALL_CHUNKS = 5
@@ -99,6 +98,14 @@ class Run:
         self.prev, self.prev_sizes, self.prev_prev_sizes = None, {}, {}
         self.rejections, self.total_rejections, self.state_iters = 0, 0, 0
         self.callback_time, self.callback_calls, self.stopped = 0.0, 0, None  # stopped: (V, it) a callback chose
+        self.last_probe = None  # factor geometry: the state refreshed at the last re-check (see probe)
+        self.current = None  # (objective, V, iteration) at the last re-check
+
+    def objective(self, actives):
+        """The loop's :class:`~.loop.Objective` over the active sets ``actives`` (outside the jitted loop)."""
+        from .loop import Objective
+
+        return Objective(self.term_classes, self.data, tuple(actives), self.geometry, self.gdata, self.roles)
 
     # ------------------------------------------------------------------ the loop
     def run(self):
@@ -106,6 +113,8 @@ class Run:
         while True:
             V = self.setup.to_point(self.Z)
             actives, sizes, obj, new_viol, exploded = self.recheck(V)
+            if self.factor and not exploded:
+                self.last_probe = self.probe(actives)
             if self.rolled_back(exploded, obj):
                 continue
             self.rejections = 0
@@ -115,6 +124,7 @@ class Run:
             # constrained problems (hard-margin POLA) keep the last iterate; the others the best one seen
             if self.best is None or obj < self.best[0] or self.problem.constraints:
                 self.best = (obj, V, self.it)
+            self.current = (obj, V, self.it)
             now = time.perf_counter()
             done = self.it >= self.opts.max_iter or (self.opts.time_limit is not None
                                                     and now - self.t0 >= self.opts.time_limit)
@@ -177,7 +187,7 @@ class Run:
         region where that model holds (the active set exploded, or the true objective rose by half), roll
         back to the chunk's start with ten times smaller steps and a re-check after every iteration."""
         guard = self.guarded and self.prev is not None and self.rejections < MAX_REJECTIONS
-        if not (guard and (exploded or obj - self.prev[2] > BLOWUP * abs(self.prev[2]))):
+        if not (guard and (exploded or obj - self.prev[2] > BLOWUP * abs(self.prev[2]) or self.rose())):
             return False
         self.rejections += 1
         self.total_rejections += 1
@@ -189,6 +199,26 @@ class Run:
             print(f"[metricopt jax/{self.solver.name}] iter {self.it:6d}  step rejected (the active set's model "
                   "failed); rolled back with 10x smaller steps", flush=True)
         return True
+
+    def probe(self, actives):
+        """The solver's state refreshed on the re-checked active sets, no iteration: the smoothed objective
+        and gradient over every triplet that counts at the current width (factor geometry)."""
+        import jax.numpy as jnp
+
+        from .loop import run_chunk
+
+        return run_chunk(self.solver, self.term_classes, self.geometry, self.data, self.gdata, tuple(actives),
+                         self.state, jnp.asarray(0, jnp.int32), self.roles)
+
+    def rose(self):
+        """Factor geometry (non-convex, steps of any length): whether the last chunk raised the smoothed
+        objective over *all* triplets (its steps were accepted on the active set's model, which a step can
+        leave: a triplet outside the set becomes active), comparing at the same width the value at the
+        chunk's start (``f_start``, over the complete set of the re-check before it) with the value now."""
+        if not self.factor or self.last_probe is None:
+            return False
+        start, now = float(self.state["f_start"]), float(self.last_probe["f"])
+        return now > start + 1e-12 * abs(start)
 
     # ------------------------------------------------------------------ certificate or stationarity
     def _certify(self, V):
@@ -208,17 +238,12 @@ class Run:
         up). Factor geometry: the relative gradient norm at the current smoothing. Returns whether a
         non-convex iterate is stationary within ``tol``."""
         if self.factor:
-            import jax.numpy as jnp
-
-            from .loop import run_chunk
-
-            probe = run_chunk(self.solver, self.term_classes, self.geometry, self.data, self.gdata, tuple(actives),
-                              self.state, jnp.asarray(0, jnp.int32), self.roles)
+            probe = self.last_probe
             gnorm = float(probe["grad_norm"]) if "grad_norm" in probe else float("inf")
             rel = gnorm * float(np.linalg.norm(self.Z)) / max(abs(float(probe["f"])), 1e-300)
             entry["stationarity"] = rel
             entry["certify_time"] = 0.0
-            at_min_width = not self.smoothed or float(self.state["s"]) <= SMOOTHING_MIN * (1 + 1e-9)
+            at_min_width = not self.smoothed or float(self.state["s"]) <= self.solver.s_min * (1 + 1e-9)
             return at_min_width and rel <= self.opts.tol
         cert, cert_it = self.cert, self.cert_it
         due = self.it - cert_it >= max(self.opts.certify_every, int(CERTIFY_GROWTH * cert_it)) if cert else True
@@ -370,12 +395,12 @@ class Run:
                         message=f"{status.message} ({message})", certificate=cert, variables=variables)
 
     def factor_result(self, status, message):
-        """The Solution of a non-convex (factor geometry) solve: the best iterate seen at a re-check,
-        ``M = L^T L`` with its ``(r, d)`` factor, no certificate, never ``optimal``."""
+        """The Solution of a non-convex (factor geometry) solve: the iterate shown stationary, else the best
+        iterate seen at a re-check, ``M = L^T L`` with its ``(r, d)`` factor, no certificate, never ``optimal``."""
+        obj, V, it_out = self.current if status is Status.STATIONARY else self.best
         status, note = decide_status(status, None, convex=False)
         if note:
             message += f"; {note}"
-        obj, V, it_out = self.best
         state, history = self.state, self.history
         stats = {"time": time.perf_counter() - self.t0, "iterations": int(state["iterations"]),
                  "best_iteration": it_out, "evaluations": int(state["evals"]), "history": history,

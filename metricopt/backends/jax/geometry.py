@@ -17,9 +17,12 @@ and ``V["b"]`` for POLA) and :meth:`Geometry.pack_grad` maps the terms' gradient
 ``"threshold"`` (POLA)
     ``Z = blockdiag(M, b - 1)`` of size ``d + 1``: ``Z PSD`` is exactly
     ``M PSD, b >= 1`` (Shalev-Shwartz et al., ICML 2004, the set ``C^b``).
-``"factor"`` (LMNN-R; any problem after ``problem.factored(r)``)
-    ``Z = L``, a rectangular ``r x d`` matrix, unconstrained, ``M = L^T L``; the gradient
-    ``dM -> 2 L dM`` (chain rule, ``dM`` symmetric). Not convex: the loop stops at stationary points.
+``"factor"`` (LMNN-R; any problem after ``problem.factored(r)``; NCA)
+    ``Z = L``, a rectangular ``r x d`` matrix, unconstrained, ``M = L^T L``; the point holds both
+    ``V["M"]`` and ``V["L"]`` (a term may read either: NCA's softmax is cheaper in ``L``), the
+    gradient is ``2 L dM + dL`` (chain rule, ``dM`` symmetric). Diagonal: ``Z`` is the row ``a``
+    (``1 x d``) of ``L = diag(a)``, ``M = diag(a^2)``, gradient ``2 a * diag(dM) + diag(dL)``. Not
+    convex: the loop stops at stationary points.
 
 :class:`Setup` reads the problem's declared :class:`metricopt.protocols.Geometry`, never its class.
 
@@ -79,7 +82,11 @@ class Geometry:
 
     def unpack(self, Z, gdata):
         if self.kind == "factor":
-            return {"M": Z.T @ Z}
+            if self.diagonal:
+                a = Z[0]
+                L = a[:, None] * np.eye(a.shape[0])  # diag(a), with numpy or JAX arrays alike
+                return {"M": L * a[None, :], "L": L}
+            return {"M": Z.T @ Z, "L": Z}
         if self.kind == "budget":
             T = gdata["T"]
             return {"M": T @ Z @ T}
@@ -91,8 +98,14 @@ class Geometry:
         import jax.numpy as jnp
 
         if self.kind == "factor":
-            GM = grads.get("M", jnp.zeros((Z.shape[1], Z.shape[1]), Z.dtype))
-            return 2.0 * Z @ (0.5 * (GM + GM.T))
+            d = Z.shape[1]
+            GM = grads.get("M", jnp.zeros((d, d), Z.dtype))
+            GL = grads.get("L")
+            if self.diagonal:
+                G = 2.0 * Z[0] * jnp.diagonal(GM)
+                return (G if GL is None else G + jnp.diagonal(GL))[None, :]
+            G = 2.0 * Z @ (0.5 * (GM + GM.T))
+            return G if GL is None else G + GL
         GM = grads.get("M", jnp.zeros_like(Z if self.kind != "threshold" else Z[:-1, :-1]))
         if self.kind == "budget":
             T = gdata["T"]
@@ -166,11 +179,10 @@ class Setup:
         """``V`` (numpy float64) from the solver's ``Z`` (for a factor, ``V["L"]`` too)."""
         Z = np.asarray(Z, dtype=np.float64)
         V = self.geometry.unpack(Z, self.gdata)
-        V = {k: (0.5 * (v + v.T) if k == "M" else float(v)) for k, v in V.items()}
-        if self.declared.kind is GeometryKind.BUDGET and self.declared.diagonal:
+        V = {k: (0.5 * (v + v.T) if k == "M" else np.asarray(v, dtype=np.float64) if k == "L" else float(v))
+             for k, v in V.items()}
+        if self.declared.diagonal and self.declared.kind in (GeometryKind.BUDGET, GeometryKind.FACTOR):
             V["M"] = np.diag(np.diag(V["M"]))
-        if self.factor:
-            V["L"] = Z
         return V
 
     def from_point(self, V):
@@ -178,7 +190,8 @@ class Setup:
         the budget ``<S, M> = 1`` (MMC's objective grows with the scale of ``M``); for a factor, ``V["L"]``."""
         kind = self.declared.kind
         if kind is GeometryKind.FACTOR:
-            return np.asarray(V["L"], dtype=np.float64)
+            L = np.asarray(V["L"], dtype=np.float64)
+            return np.diag(L)[None, :].copy() if self.declared.diagonal and L.ndim == 2 and L.shape[0] > 1 else L
         M = np.asarray(V["M"], dtype=np.float64)
         if kind is GeometryKind.BUDGET:
             budget = float(np.sum(self.declared.budget * M))
@@ -197,6 +210,8 @@ class Setup:
         """The identity metric (MMC: scaled onto the budget; POLA: ``b = 1``; a factor: the top
         principal directions of the data, ``L = U_r^T``)."""
         if self.factor:
+            if self.declared.diagonal:
+                return np.ones((1, self.problem.d))
             X = self.problem.X
             Xc = X - X.mean(axis=0)
             w, U = np.linalg.eigh(Xc.T @ Xc)

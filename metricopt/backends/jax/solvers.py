@@ -48,7 +48,10 @@ class Solver:
     * ``monotone``: its iterates decrease the objective, so the driver may roll a chunk back and
       call :meth:`shorten`;
     * ``scaled_start``: start from the best multiple of the identity (problems with a working set);
-    * ``online``: one iteration is one pass over a loss's pairs (:meth:`update` visits them).
+    * ``online``: one iteration is one pass over a loss's pairs (:meth:`update` visits them);
+    * ``unconstrained_only``: its steps ignore the feasible set (no projection), so it runs only on
+      an unconstrained geometry (a factor ``L``);
+    * ``s_min``: the smallest smoothing width (a field where the solver lets the caller set it).
 
     Methods: :meth:`init` (state from the starting matrix), :meth:`refresh` (recompute cached values
     after the driver changed the active set), :meth:`update` (one iteration), :meth:`converged`
@@ -61,6 +64,9 @@ class Solver:
     monotone: ClassVar[bool] = False
     scaled_start: ClassVar[bool] = False
     online: ClassVar[bool] = False
+    unconstrained_only: ClassVar[bool] = False
+    #: smallest smoothing width of the continuation (a smoothing solver stops at it)
+    s_min: ClassVar[float] = SMOOTHING_MIN
 
     def init(self, M0):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -296,6 +302,350 @@ class OnlinePOLA(Solver):
         return {**st, "M": lax.fori_loop(0, m, step, st["M"])}
 
 
-SOLVERS = {"fista": FISTA(), "subgradient": Subgradient(), "online": OnlinePOLA()}
+def _dot(A, B):
+    return jnp.sum(A * B)
+
+
+def hessian_vector_product(objective, Z, s, V):
+    """``H(Z) V`` for the Hessian of the (smoothed, width ``s``) objective: forward-mode differentiation
+    of its gradient (``jax.jvp``), never a Hessian matrix."""
+    import jax
+
+    return jax.jvp(lambda W: objective(W, s)[2], (Z,), (V,))[1]
+
+
+def _steihaug(hvp, g, radius, max_cg, rtol):
+    """Steihaug-Toint truncated conjugate gradients for ``min_p <g, p> + <p, H p>/2`` in ``||p|| <= radius``:
+    CG on ``H p = -g`` until the residual is ``rtol ||g||``, stopping at the boundary when a step
+    leaves the region or meets a direction of non-positive curvature (Nocedal & Wright, Alg. 7.2)."""
+
+    def to_boundary(p, d):
+        pd, dd, pp = _dot(p, d), _dot(d, d), _dot(p, p)
+        tau = (-pd + jnp.sqrt(jnp.maximum(pd * pd + dd * (radius * radius - pp), 0.0))) / jnp.maximum(dd, 1e-300)
+        return p + tau * d
+
+    def cond(c):
+        return (c[0] < max_cg) & ~c[5]
+
+    def body(c):
+        k, p, r, d, rr, _ = c
+        Hd = hvp(d)
+        dHd = _dot(d, Hd)
+        alpha = rr / jnp.where(dHd > 0, dHd, 1.0)
+        p_new = p + alpha * d
+        leave = (dHd <= 0) | (_dot(p_new, p_new) >= radius * radius)
+        r_new = r + alpha * Hd
+        rr_new = _dot(r_new, r_new)
+        small = jnp.sqrt(rr_new) <= rtol
+        p_out = jnp.where(leave, to_boundary(p, d), p_new)
+        d_new = -r_new + (rr_new / jnp.maximum(rr, 1e-300)) * d
+        return k + 1, p_out, r_new, d_new, rr_new, leave | small
+
+    z = jnp.zeros_like(g)
+    init = (0, z, g, -g, _dot(g, g), _dot(g, g) == 0)
+    _, p, *_ = lax.while_loop(cond, body, init)
+    return p
+
+
+def _exact_trust_step(H, g, radius):
+    """The global minimiser of ``<g, p> + <p, H p>/2`` in ``||p|| <= radius`` for a symmetric ``H`` (flat
+    vectors), from its eigendecomposition (Nocedal & Wright, Sec. 4.3): the Newton step when ``H`` is
+    positive definite and the step fits, else ``p(lam) = -(H + lam I)^{-1} g`` with ``lam >= max(0,
+    -lambda_min)`` found by bisection so that ``||p(lam)|| = radius`` (the hard case completed along the
+    eigenvector of ``lambda_min``)."""
+    w, Q = jnp.linalg.eigh(0.5 * (H + H.T))
+    gt = Q.T @ g
+    step_norm = lambda lam: jnp.sqrt(jnp.sum((gt / jnp.maximum(w + lam, 1e-300)) ** 2))
+    lo = jnp.maximum(0.0, -w[0])
+    hi = lo + jnp.sqrt(jnp.sum(gt * gt)) / radius + jnp.abs(w[-1]) + 1e-300
+    interior = (w[0] > 0) & (step_norm(0.0) <= radius)
+
+    def bisect(_, bounds):
+        a, b = bounds
+        m = 0.5 * (a + b)
+        long = step_norm(m) > radius
+        return jnp.where(long, m, a), jnp.where(long, b, m)
+
+    a, b = lax.fori_loop(0, 200, bisect, (lo, hi))
+    lam = jnp.where(interior, 0.0, b)
+    pt = -gt / jnp.maximum(w + lam, 1e-300)
+    # hard case: the boundary is not reached for any lam > lo; move along the lowest eigenvector
+    short = (~interior) & (jnp.sum(pt * pt) < radius * radius * (1 - 1e-10))
+    tau = jnp.sqrt(jnp.maximum(radius * radius - jnp.sum(pt * pt), 0.0))
+    pt = pt.at[0].add(jnp.where(short, tau, 0.0))
+    return Q @ pt
+
+
+@dataclass(frozen=True)
+class _Continued(Solver):
+    """What the solvers of unconstrained geometries share: the smoothing width driven from ``s0`` down to
+    ``s_min`` by factors ``s_decrease``, the next width taken once the current one is solved
+    (``state["done"]``: the solver's own test), and a state reset at each new width (:meth:`_restart`)."""
+
+    smoothing: ClassVar[bool] = True
+    monotone: ClassVar[bool] = True
+    unconstrained_only: ClassVar[bool] = True
+    s0: float = 1.0
+    s_min: float = SMOOTHING_MIN
+    s_decrease: float = 0.1
+    gtol: float = 1e-11
+
+    def converged(self, st):
+        return st["done"]
+
+    def _restart(self, st):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def between_chunks(self, st, smoothed):
+        """Continuation: the next width once this one is solved (``done``)."""
+        s = float(st["s"])
+        if not smoothed or not bool(st["done"]) or s <= self.s_min * (1 + 1e-12):
+            return st
+        return self._restart({**st, "s": jnp.asarray(max(s * self.s_decrease, self.s_min), st["s"].dtype),
+                              "done": jnp.zeros((), bool)})
+
+
+@dataclass(frozen=True)
+class TrustNewton(_Continued):
+    """Trust-region Newton with truncated conjugate gradients (Steihaug-Toint; Nocedal & Wright,
+    *Numerical Optimization*, 2nd ed., Alg. 4.1 and 7.2) on the hinge smoothed to a centred Huber of
+    width ``s``, driven from ``s0`` down to ``s_min`` (continuation, as FISTA's), for unconstrained
+    geometries (a factor ``L``, ``M = L^T L``: non-convex, LMNN-R).
+
+    Each iteration minimises the quadratic model ``f + <g, p> + <p, H p>/2`` inside ``||p|| <= radius``
+    with Hessian-vector products by forward-mode differentiation of the gradient
+    (:func:`hessian_vector_product`): for at most ``dense_max`` variables the Hessian is assembled from
+    them and the subproblem solved exactly (:func:`_exact_trust_step`; measured more robust at the
+    smallest widths, where truncated CG stalled at relative gradients of 1e-6 on wine), above it by
+    truncated CG without any Hessian matrix. A step is accepted when the objective decreases by at
+    least ``eta`` times the model's prediction (else the radius shrinks and the step is recomputed, at
+    most ``max_trials`` times), and the radius adapts to the ratio. The smoothed
+    problem is ill-conditioned at small widths (curvature ``~ 1/s`` at the triplets on the kink), where
+    Newton steps still converge and first-order methods stall. A width is solved when the relative
+    gradient ``||g|| ||Z|| / |f|`` is at most ``gtol`` or the radius has collapsed; the next chunk then
+    runs at ``s * s_decrease``.
+    """
+
+    name: ClassVar[str] = "newton"
+    eta: float = 1e-4
+    max_cg: int = 250
+    max_trials: int = 30
+    dense_max: int = 64
+
+    def init(self, M0):
+        st = _common_state(M0, self.s0)
+        one = jnp.ones((), M0.dtype)
+        st.update(g=jnp.zeros_like(M0), radius=0.0 * one, grad_norm=0.0 * one, done=jnp.zeros((), bool),
+                  rejected=jnp.zeros((), jnp.int32))
+        return st
+
+    def _solved(self, f, g, Z, radius):
+        rel = _norm(g) * _norm(Z) / jnp.maximum(jnp.abs(f), 1e-300)
+        return (rel <= self.gtol) | (radius <= 1e-14 * jnp.maximum(_norm(Z), 1e-300))
+
+    def refresh(self, objective, st):
+        f, fx, g = objective(st["M"], st["s"])
+        Z = st["M"]
+        radius = jnp.where(st["radius"] > 0, st["radius"], 0.5 * jnp.maximum(_norm(Z), 1e-3))
+        return {**st, "f": f, "fx": fx, "f_start": f, "g": g, "radius": radius, "grad_norm": _norm(g),
+                "done": self._solved(f, g, Z, radius), "evals": st["evals"] + 1}
+
+    def diagnostics(self, st):
+        return {"radius": float(st["radius"]), "s": float(st["s"])}
+
+    def _restart(self, st):
+        # a new width: the radius starts afresh (refresh sets it), a collapsed one would end the chunk at once
+        return {**st, "radius": jnp.zeros_like(st["radius"])}
+
+    def shorten(self, st, rejected, factor):
+        """The chunk's start ``st`` with a radius ``factor`` times below the smaller of the start's (0 after
+        a width change: unset) and the ``rejected`` chunk's."""
+        r0, r1 = st["radius"], rejected["radius"]
+        return {**st, "radius": jnp.where(r0 > 0, jnp.minimum(r0, r1), r1) / factor, "done": jnp.zeros((), bool)}
+
+    def update(self, objective, st):
+        """One accepted step: trial steps with the radius shrunk after each rejection until one decreases
+        the objective enough (at most ``max_trials``), or the radius collapses (then ``done``)."""
+        Z, s, f, g = st["M"], st["s"], st["f"], st["g"]
+        hvp = lambda V: hessian_vector_product(objective, Z, s, V)
+        gn = _norm(g)
+        max_cg = min(self.max_cg, Z.size)
+        rtol = jnp.minimum(0.5, jnp.sqrt(gn)) * gn
+        tiny = 1e-14 * jnp.maximum(_norm(Z), 1e-300)
+
+        dense = Z.size <= self.dense_max
+        if dense:  # the Hessian itself (Z.size Hessian-vector products), the subproblem solved exactly
+            n = Z.size
+            H = lax.map(lambda e: hvp(e.reshape(Z.shape)).ravel(), jnp.eye(n, dtype=Z.dtype))
+
+        def trial(c):
+            radius, _, _, _, _, _, tries, _ = c
+            if dense:
+                p = _exact_trust_step(H, g.ravel(), radius).reshape(Z.shape)
+            else:
+                p = _steihaug(hvp, g, radius, max_cg, rtol)
+            pred = -(_dot(g, p) + 0.5 * _dot(p, hvp(p)))
+            fn, fxn, gnew = objective(Z + p, s)
+            rho = (f - fn) / jnp.where(pred > 0, pred, 1.0)
+            ok = (pred > 0) & jnp.isfinite(fn) & (rho > self.eta)
+            pn = _norm(p)
+            radius = jnp.where(~ok | (rho < 0.25), 0.25 * pn,
+                               jnp.where((rho > 0.75) & (pn >= 0.99 * radius), 2.0 * radius, radius))
+            return radius, ok, Z + p, fn, fxn, gnew, tries + 1, pred <= 0
+
+        def cond(c):
+            radius, ok, tries, flat = c[0], c[1], c[6], c[7]
+            return ~ok & ~flat & (tries < self.max_trials) & (radius > tiny)
+
+        init = (st["radius"], jnp.zeros((), bool), Z, f, st["fx"], g, 0, jnp.zeros((), bool))
+        radius, ok, Zn, fn, fxn, gnew, tries, flat = lax.while_loop(cond, trial, init)
+        pick = lambda new, old: jnp.where(ok, new, old)
+        Zn, fn, fxn, gnew = pick(Zn, Z), pick(fn, f), pick(fxn, st["fx"]), pick(gnew, g)
+        return {**st, "M": Zn, "f": fn, "fx": fxn, "g": gnew, "radius": radius, "grad_norm": _norm(gnew),
+                "done": self._solved(fn, gnew, Zn, radius) | flat | ~ok,
+                "rejected": st["rejected"] + tries - ok.astype(jnp.int32), "evals": st["evals"] + 1 + tries}
+
+
+def _armijo(objective, Z, s, f, g, d, t0, c1=1e-4, shrink=0.5, max_trials=40):
+    """Backtracking from ``t0`` until ``f(Z + t d) <= f + c1 t <g, d>`` (``d`` a descent direction):
+    returns ``(t, Z + t d, f, exact f, gradient, accepted, trials)``."""
+    slope = _dot(g, d)
+
+    def trial(c):
+        t, _, _, _, _, _, k = c
+        Zn = Z + t * d
+        fn, fxn, gn = objective(Zn, s)
+        ok = jnp.isfinite(fn) & (fn <= f + c1 * t * slope)
+        return jnp.where(ok, t, shrink * t), Zn, fn, fxn, gn, ok, k + 1
+
+    def cond(c):
+        return ~c[5] & (c[6] < max_trials)
+
+    init = (t0, Z, f, f, g, jnp.zeros((), bool), 0)
+    return lax.while_loop(cond, trial, init)
+
+
+def _first_step(Z, g):
+    """A first step length that moves ``Z`` by a tenth of its norm (at least 1e-3) along ``-g``."""
+    return 0.1 * jnp.maximum(_norm(Z), 1e-3) / jnp.maximum(_norm(g), 1e-300)
+
+
+@dataclass(frozen=True)
+class LBFGS(_Continued):
+    """Limited-memory BFGS (Nocedal & Wright, *Numerical Optimization*, 2nd ed., Alg. 7.4 and 7.5) with
+    Armijo backtracking, for unconstrained geometries (a factor ``L``; NCA), on the objective smoothed
+    with width ``s`` driven from ``s0`` to ``s_min`` like :class:`TrustNewton` (no effect on smooth
+    objectives such as NCA's). ``memory`` pairs ``(s_k, y_k)``, stored only when ``<s_k, y_k> > 0``
+    (the non-convex case); a direction that is not a descent direction resets the memory. A width is
+    solved when the relative gradient is at most ``gtol`` or the line search fails (no decrease left in
+    floating point)."""
+
+    name: ClassVar[str] = "lbfgs"
+    memory: int = 10
+
+    def init(self, M0):
+        st = _common_state(M0, self.s0)
+        n, m = M0.size, self.memory
+        st.update(g=jnp.zeros_like(M0), S=jnp.zeros((m, n), M0.dtype), Y=jnp.zeros((m, n), M0.dtype),
+                  rho=jnp.zeros((m,), M0.dtype), k=jnp.zeros((), jnp.int32), grad_norm=jnp.zeros((), M0.dtype),
+                  done=jnp.zeros((), bool), step=jnp.zeros((), M0.dtype))
+        return st
+
+    def _solved(self, f, g, Z):
+        return _norm(g) * _norm(Z) / jnp.maximum(jnp.abs(f), 1e-300) <= self.gtol
+
+    def refresh(self, objective, st):
+        f, fx, g = objective(st["M"], st["s"])
+        return {**st, "f": f, "fx": fx, "f_start": f, "g": g, "grad_norm": _norm(g),
+                "done": self._solved(f, g, st["M"]), "evals": st["evals"] + 1}
+
+    def diagnostics(self, st):
+        return {"step": float(st["step"]), "s": float(st["s"])}
+
+    def _restart(self, st):
+        return {**st, "k": jnp.zeros_like(st["k"])}  # the memory (CG: the direction) starts afresh
+
+    def shorten(self, st, rejected, factor):
+        return {**self._restart(st), "done": jnp.zeros((), bool)}
+
+    def _direction(self, st):
+        """``-H_k g`` by the two-loop recursion over the stored pairs (newest first)."""
+        m, k, S, Y, rho = self.memory, st["k"], st["S"], st["Y"], st["rho"]
+        g = st["g"].ravel()
+        count = jnp.minimum(k, m)
+
+        def back(i, c):
+            q, alpha = c
+            j = (k - 1 - i) % m
+            a = jnp.where(i < count, rho[j] * _dot(S[j], q), 0.0)
+            return q - a * Y[j], alpha.at[i].set(a)
+
+        q, alpha = lax.fori_loop(0, m, back, (g, jnp.zeros((m,), g.dtype)))
+        j = (k - 1) % m
+        gamma = jnp.where(k > 0, _dot(S[j], Y[j]) / jnp.maximum(_dot(Y[j], Y[j]), 1e-300),
+                          _first_step(st["M"], g))
+
+        def forward(i, r):
+            ii = m - 1 - i
+            j = (k - 1 - ii) % m
+            b = rho[j] * _dot(Y[j], r)
+            return r + jnp.where(ii < count, alpha[ii] - b, 0.0) * S[j]
+
+        return -lax.fori_loop(0, m, forward, gamma * q).reshape(st["M"].shape)
+
+    def update(self, objective, st):
+        Z, s, f, g = st["M"], st["s"], st["f"], st["g"]
+        d = self._direction(st)
+        descent = _dot(g, d) < 0
+        d = jnp.where(descent, d, -_first_step(Z, g) * g)
+        k = jnp.where(descent, st["k"], 0)
+        t, Zn, fn, fxn, gn, ok, trials = _armijo(objective, Z, s, f, g, d, jnp.ones((), Z.dtype))
+        sv, yv = (Zn - Z).ravel(), (gn - g).ravel()
+        sy = _dot(sv, yv)
+        keep = ok & (sy > 1e-12 * _norm(sv) * _norm(yv))
+        j = k % self.memory
+        S = jnp.where(keep, st["S"].at[j].set(sv), st["S"])
+        Y = jnp.where(keep, st["Y"].at[j].set(yv), st["Y"])
+        rho = jnp.where(keep, st["rho"].at[j].set(1.0 / jnp.where(keep, sy, 1.0)), st["rho"])
+        pick = lambda new, old: jnp.where(ok, new, old)
+        Zn, fn, fxn, gn = pick(Zn, Z), pick(fn, f), pick(fxn, st["fx"]), pick(gn, g)
+        return {**st, "M": Zn, "f": fn, "fx": fxn, "g": gn, "S": S, "Y": Y, "rho": rho,
+                "k": k + keep.astype(jnp.int32), "grad_norm": _norm(gn), "step": t * _norm(d),
+                "done": self._solved(fn, gn, Zn) | ~ok, "evals": st["evals"] + trials}
+
+
+@dataclass(frozen=True)
+class ConjugateGradient(LBFGS):
+    """Nonlinear conjugate gradients (Polak-Ribiere+, restarted every ``restart`` iterations and whenever
+    the direction is not a descent direction; Nocedal & Wright, Sec. 5.2) with Armijo backtracking from
+    the step that repeats the last first-order decrease, for unconstrained geometries. Goldberger et al.
+    (NIPS 2004) optimised NCA by conjugate gradients; same state, continuation and stop as
+    :class:`LBFGS` (the pair ``S[0], Y[0]`` holds the last direction and gradient)."""
+
+    name: ClassVar[str] = "cg"
+    memory: int = 1
+    restart: int = 50
+
+    def update(self, objective, st):
+        Z, s, f, g = st["M"], st["s"], st["f"], st["g"]
+        d_prev, g_prev, k = st["S"][0].reshape(Z.shape), st["Y"][0].reshape(Z.shape), st["k"]
+        fresh = (k == 0) | (k % self.restart == 0)
+        beta = jnp.maximum(0.0, _dot(g, g - g_prev) / jnp.maximum(_dot(g_prev, g_prev), 1e-300))
+        d = jnp.where(fresh, -g, -g + beta * d_prev)
+        d = jnp.where(_dot(g, d) < 0, d, -g)
+        # initial step: the last step's first-order decrease repeated (Nocedal & Wright, Eq. 3.60)
+        t0 = jnp.where(fresh, _first_step(Z, g), st["rho"][0] * _dot(g_prev, d_prev) / _dot(g, d))
+        t0 = jnp.where(jnp.isfinite(t0) & (t0 > 0), t0, _first_step(Z, g))
+        t, Zn, fn, fxn, gn, ok, trials = _armijo(objective, Z, s, f, g, d, t0)
+        pick = lambda new, old: jnp.where(ok, new, old)
+        Zn, fn, fxn, gn = pick(Zn, Z), pick(fn, f), pick(fxn, st["fx"]), pick(gn, g)
+        return {**st, "M": Zn, "f": fn, "fx": fxn, "g": gn, "S": st["S"].at[0].set(d.ravel()),
+                "Y": st["Y"].at[0].set(g.ravel()), "rho": st["rho"].at[0].set(t), "k": k + 1,
+                "grad_norm": _norm(gn), "step": t * _norm(d), "done": self._solved(fn, gn, Zn) | ~ok,
+                "evals": st["evals"] + trials}
+
+
+SOLVERS = {"fista": FISTA(), "subgradient": Subgradient(), "online": OnlinePOLA(), "newton": TrustNewton(),
+           "lbfgs": LBFGS(), "cg": ConjugateGradient()}
 #: the default solver (measured faster to certified gaps; see the backend's docstring)
 DEFAULT_SOLVER = "fista"
