@@ -368,7 +368,7 @@ def _make_estimator(args):
         return {"pca": lambda: PCA(n_components=args.n_components), "whitening": Whitening,
                 "lda": lambda: LDA(n_components=args.n_components), "rca": RCA}[args.method]()
     if args.method == "nca":
-        return NCA(n_components=args.n_components, solver=args.solver or "newton", tol=args.tol,
+        return NCA(n_components=args.n_components, solver=args.solver or "lbfgs", tol=args.tol,
                    max_iter=args.max_iter, verbose=not args.quiet)
     common = {"backend": args.backend, "solver": args.solver, "verbose": not args.quiet, "tol": args.tol,
               "max_iter": args.max_iter}
@@ -620,7 +620,7 @@ def build_parser():
                    help="cvxpy: exact conic program (default for lmnn, mmc, pola); jax: first-order solver stopped "
                         "at a certified gap, or at a stationary point for nca (its default)")
     f.add_argument("--solver", default=None,
-                   help="SCS or CLARABEL (cvxpy); fista or subgradient (jax); newton, lbfgs or cg (nca)")
+                   help="SCS or CLARABEL (cvxpy); fista or subgradient (jax); lbfgs, newton or cg (nca)")
     f.add_argument("--k", type=int, default=3, help="LMNN target neighbours and the k of the kNN rule (default 3)")
     f.add_argument("--mu", type=float, default=0.5, help="LMNN push weight (default 0.5)")
     f.add_argument("--C", type=float, default=1.0, help="POLA soft-margin weight (default 1.0)")

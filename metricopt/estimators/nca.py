@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.jax import LBFGS
 from ..errors import InputError
 from ..problems import NCAProblem
 from ..solving import solve_from_starts
@@ -14,6 +15,13 @@ from ._params import Choices, Interval
 from .base import FitResult, MetricLearner
 
 __all__ = ["NCA"]
+
+#: L-BFGS steps move ``A`` by at most this fraction of its norm. NCA's softmax saturates as ``A`` grows
+#: (each point keeps one neighbour, the gradient vanishes): long early steps end at such flat points.
+#: Measured from the PCA start, 2-D maps (f: expected correct points, higher is better): letter (3,000
+#: training points) f = 1330 / 1393 / 1479 for caps 1 / 0.1 / 0.03 (scikit-learn: 1411); digits (PCA 30)
+#: f = 1014 / 1018 / 1038 (scikit-learn: 989); ``benchmarks/results/nca_anchors.md``
+LBFGS_MAX_STEP = 0.03
 
 
 class NCA(MetricLearner):
@@ -45,9 +53,12 @@ class NCA(MetricLearner):
     diagonal : bool, default False
         Learn a diagonal ``A`` (feature weights).
     n_restarts : int, default 1
-    solver : {"newton", "lbfgs", "cg"}, default "newton"
-        Trust-region Newton (Hessian-vector products by autodiff), L-BFGS, or nonlinear conjugate
-        gradients (the paper's optimiser); all on the same jitted loop.
+    solver : {"lbfgs", "newton", "cg"}, default "lbfgs"
+        L-BFGS, trust-region Newton (Hessian-vector products by autodiff: few iterations, each costing
+        up to one Hessian-vector product per variable), or nonlinear conjugate gradients (the paper's
+        optimiser); all on the same jitted loop. L-BFGS steps are capped at ``LBFGS_MAX_STEP`` (3 %) of
+        ``||A||`` (see there). CG reached its 2000-iteration limit on digits (PCA 30, r=2) after 70 s
+        (``benchmarks/results/nca_anchors.md``).
     tol : float, optional
         Relative gradient norm ``||grad|| ||A|| / |objective|`` to stop at (default 1e-6).
     max_iter : int, optional
@@ -84,7 +95,7 @@ class NCA(MetricLearner):
     backend = "jax"
 
     def __init__(self, n_components: int | None = None, objective: str = "f", init: Any = "pca",
-                 diagonal: bool = False, n_restarts: int = 1, solver: str = "newton", tol: float | None = None,
+                 diagonal: bool = False, n_restarts: int = 1, solver: str = "lbfgs", tol: float | None = None,
                  max_iter: int | None = None, random_state: int | None = 0, verbose: bool = False) -> None:
         self.n_components = n_components
         self.objective = objective
@@ -128,7 +139,10 @@ class NCA(MetricLearner):
         return [(name, first)] + [("random", random()) for _ in range(self.n_restarts - 1)]
 
     def _solve_options(self) -> dict[str, Any]:
-        return {"solver": self.solver.lower(), "tol": 1e-6 if self.tol is None else self.tol,
+        solver = self.solver.lower()
+        if solver == "lbfgs":
+            solver = LBFGS(max_step=LBFGS_MAX_STEP)
+        return {"solver": solver, "tol": 1e-6 if self.tol is None else self.tol,
                 "max_iter": 2000 if self.max_iter is None else self.max_iter, "verbose": bool(self.verbose)}
 
     def _fit_solution(self, X: np.ndarray, y: np.ndarray, options: dict[str, Any]) -> FitResult:

@@ -542,6 +542,7 @@ class LBFGS(_Continued):
 
     name: ClassVar[str] = "lbfgs"
     memory: int = 10
+    max_step: float = 1.0
 
     def init(self, M0):
         st = _common_state(M0, self.s0)
@@ -599,7 +600,10 @@ class LBFGS(_Continued):
         descent = _dot(g, d) < 0
         d = jnp.where(descent, d, -_first_step(Z, g) * g)
         k = jnp.where(descent, st["k"], 0)
-        t, Zn, fn, fxn, gn, ok, trials = _armijo(objective, Z, s, f, g, d, jnp.ones((), Z.dtype))
+        # the unit quasi-Newton step, capped so that one step moves Z by at most max_step * ||Z||: on
+        # saturating objectives (NCA's softmax) an uncapped early step scales Z up into a flat region
+        t0 = jnp.minimum(1.0, self.max_step * jnp.maximum(_norm(Z), 1e-3) / jnp.maximum(_norm(d), 1e-300))
+        t, Zn, fn, fxn, gn, ok, trials = _armijo(objective, Z, s, f, g, d, t0)
         sv, yv = (Zn - Z).ravel(), (gn - g).ravel()
         sy = _dot(sv, yv)
         keep = ok & (sy > 1e-12 * _norm(sv) * _norm(yv))
