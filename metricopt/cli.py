@@ -49,7 +49,7 @@ import numpy as np
 DATASETS = ("wine", "iris", "breast_cancer", "digits")
 METHODS = ("lmnn", "mmc", "pola")
 #: methods of ``metricopt fit`` (NCA is non-convex: the JAX backend, reported stationary)
-FIT_METHODS = METHODS + ("nca",)
+FIT_METHODS = METHODS + ("nca", "mlcc")
 #: closed-form baselines of ``metricopt fit`` (no solver, no certificate)
 BASELINES = ("pca", "whitening", "lda", "rca")
 FIT_METHODS += BASELINES
@@ -362,7 +362,7 @@ def _pca_value(text):
 def _make_estimator(args):
     """The estimator of ``--method`` with the options given (``--tol`` / ``--max-iter`` unset: the
     backend's defaults, as the estimators resolve them)."""
-    from . import LDA, LMNN, MMC, NCA, PCA, POLA, RCA, Whitening
+    from . import LDA, LMNN, MLCC, MMC, NCA, PCA, POLA, RCA, Whitening
 
     if args.method in BASELINES:
         return {"pca": lambda: PCA(n_components=args.n_components), "whitening": Whitening,
@@ -376,6 +376,8 @@ def _make_estimator(args):
         return LMNN(k=args.k, mu=args.mu, **common)
     if args.method == "mmc":
         return MMC(diagonal=args.diagonal, **common)
+    if args.method == "mlcc":
+        return MLCC(**common)
     return POLA(C=args.C, **common)
 
 
@@ -383,7 +385,7 @@ def fit(args):
     """``metricopt fit``: split, preprocess, fit with progress, certify, report, save."""
     from . import certify, knn_error
     from ._validation import check_int, check_real
-    from .errors import InputError, NotConvexError
+    from .errors import InputError, NotCertifiableError, NotConvexError
     from .estimators.base import fit_estimator
     from .io import Preprocessing, save_model
 
@@ -428,7 +430,7 @@ def fit(args):
         try:
             cert = certify(problem, sol)
             est.certificate_ = sol.certificate = cert
-        except NotConvexError as exc:
+        except (NotConvexError, NotCertifiableError) as exc:
             print(f"no certificate: {exc}")
     if cert is not None:
         print(cert.report())
@@ -612,7 +614,8 @@ def build_parser():
                                    "metric with live progress, certify it, print the kNN test error before and "
                                    "after, and save the model.")
     f.add_argument("--method", choices=FIT_METHODS, default="lmnn",
-                   help="lmnn, mmc, pola (convex, certified), nca (non-convex, JAX loop, reported stationary) or a "
+                   help="lmnn, mmc, pola (convex, certified), mlcc (convex, uncertified), nca (non-convex, JAX "
+                        "loop, reported stationary) or a "
                         "closed-form baseline: pca, whitening, lda, rca")
     f.add_argument("--data", required=True, help=data_help)
     f.add_argument("--data-dir", default=None, help="data folder of the file sets (default $METRICOPT_DATA)")

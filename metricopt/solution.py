@@ -42,6 +42,11 @@ class Status(enum.Enum):
         "truncation): optimal for no single convex problem; a certificate, where attached, gives its gap to "
         "the problem it is compared with",
     )
+    UNCERTIFIED = (
+        "uncertified",
+        "the solver reports an optimum of this convex problem, but no certificate exists for its terms (no dual "
+        "piece): the solver's word only, not a certified fact",
+    )
     CLOSED_FORM = (
         "closed_form",
         "computed in closed form (an eigendecomposition: PCA, whitening, LDA, RCA): exact for its own criterion, "
@@ -64,7 +69,7 @@ class Status(enum.Enum):
     def has_point(self):
         """Whether the solve returned a usable (if possibly inaccurate) point."""
         return self in (Status.OPTIMAL, Status.OPTIMAL_INACCURATE, Status.STATIONARY, Status.ITERATION_LIMIT,
-                        Status.EARLY_STOPPED, Status.HEURISTIC, Status.CLOSED_FORM)
+                        Status.EARLY_STOPPED, Status.HEURISTIC, Status.CLOSED_FORM, Status.UNCERTIFIED)
 
 
 @dataclass

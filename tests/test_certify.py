@@ -814,6 +814,7 @@ def test_uncertifiable_term_is_refused_and_the_exact_solve_says_not_certified():
     sol = problem.solve(backend="cvxpy")
     assert sol.M is not None and sol.certificate is None
     assert "NOT CERTIFIED (the status is the solver's own claim)" in sol.message
+    assert sol.status is mo.Status.UNCERTIFIED  # never a silent optimal
     assert sol.objective == pytest.approx(problem.objective(sol.M), rel=1e-9)
 
 

@@ -26,7 +26,7 @@ from sklearn.preprocessing import StandardScaler
 import metricopt as mo
 from metricopt.backends.jax import evaluate
 from metricopt.errors import InputError, NotConvexError
-from metricopt.problems import nca as nca_module
+from metricopt.problems import softmax as softmax_module
 from metricopt.solution import Status
 
 
@@ -105,8 +105,8 @@ def test_blocked_softmax_equals_one_block(kind, monkeypatch):
     A = np.random.default_rng(2).standard_normal((3, X.shape[1]))
     p = mo.NCAProblem(X, y, n_components=3, objective=kind)
     whole = (p.objective_at(A), evaluate(p, A)[2])
-    monkeypatch.setattr(nca_module, "BLOCK_ENTRIES", 7 * len(X))  # blocks of 7 rows, the last one padded
-    assert nca_module.block_rows(len(X)) == 7
+    monkeypatch.setattr(softmax_module, "BLOCK_ENTRIES", 7 * len(X))  # blocks of 7 rows, the last one padded
+    assert softmax_module.block_rows(len(X)) == 7
     p7 = mo.NCAProblem(X, y, n_components=3, objective=kind)
     assert p7.objective_at(A) == pytest.approx(whole[0], rel=1e-13)
     np.testing.assert_allclose(evaluate(p7, A)[2], whole[1], rtol=1e-11, atol=1e-13)

@@ -63,6 +63,8 @@ def settle(problem, solution: Solution, tol: float | bool | None, t0: float | No
         except NotCertifiableError as exc:
             solution.stats["certificate_rel_gap"] = None
             solution.message += f"; NOT CERTIFIED (the status is the solver's own claim): {exc}"
+            if solution.status is Status.OPTIMAL:  # never a silent 'optimal' without a certificate
+                solution.status = Status.UNCERTIFIED
     if cert is not None:
         solution.certificate = cert
         solution.stats["certificate_rel_gap"] = cert.rel_gap

@@ -14,11 +14,11 @@ from ..backends import BACKENDS
 from ..energy import energy_predict
 from ..errors import InputError
 from ..knn import knn_predict
-from ..problems import LMNNProblem, MMCProblem, POLAProblem
+from ..problems import LMNNProblem, MLCCProblem, MMCProblem, POLAProblem
 from .base import FitResult, MetricLearner, ModelState
 from ._params import LMNN_CONSTRAINTS, SOLVE_CONSTRAINTS, Choices, Interval
 
-__all__ = ["LMNN", "MMC", "POLA", "SavedPasses"]
+__all__ = ["LMNN", "MMC", "POLA", "MLCC", "SavedPasses"]
 
 #: classification rules of :meth:`LMNN.predict`
 _LMNN_RULES = ("knn", "energy")
@@ -347,3 +347,41 @@ class POLA(MetricLearner):
 
     def _fitted_extras(self) -> dict[str, Any]:
         return {"threshold_": float(self.solution_.variables["b"])}
+
+
+class MLCC(MetricLearner):
+    r"""Metric learning by collapsing classes (Globerson & Roweis, NIPS 2006).
+
+    Fits :class:`~metricopt.MLCCProblem`:
+
+    .. math::
+
+        \min_{M \succeq 0} \sum_i \mathrm{KL}\big(p_0(\cdot \mid i) \,\|\, p_M(\cdot \mid i)\big),
+        \qquad p_M(j \mid i) \propto e^{-d_M(x_i, x_j)},\ p_0(\cdot \mid i) \text{ uniform on } i\text{'s class}.
+
+    Convex, but no certificate covers its log-partition term yet: the status is ``uncertified`` (the
+    solver's word), never ``optimal``; ``certificate_`` is None.
+
+    Parameters
+    ----------
+    backend, solver, tol, max_iter, verbose
+        As for :class:`LMNN` (exact backend: Clarabel by default, exponential cones; ``"jax"``: projected
+        gradient, stopped at first-order optimality).
+
+    Attributes
+    ----------
+    components_, solution_, certificate_, problem_, n_iter_
+    """
+
+    _parameter_constraints = {**SOLVE_CONSTRAINTS}
+
+    def __init__(self, backend: str = "cvxpy", solver: str | None = None, tol: float | None = None,
+                 max_iter: int | None = None, verbose: bool = False) -> None:
+        self.backend = backend
+        self.solver = solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.verbose = verbose
+
+    def _make_problem(self, X: np.ndarray, y: np.ndarray) -> MLCCProblem:
+        return MLCCProblem(X, y)

@@ -5,8 +5,9 @@ from .kernel_lmnn import KernelLMNNProblem
 from .lmnn import LMNNProblem
 from .mmc import MMCProblem
 from .multimetric import MultiMetricLMNNProblem
+from .mlcc import MLCCProblem
 from .nca import NCAProblem
 from .pola import POLAProblem
 from . import terms
 
-__all__ = ["Problem", "Constraint", "LMNNProblem", "KernelLMNNProblem", "MultiMetricLMNNProblem", "MMCProblem", "POLAProblem", "NCAProblem", "terms"]
+__all__ = ["Problem", "Constraint", "LMNNProblem", "KernelLMNNProblem", "MultiMetricLMNNProblem", "MMCProblem", "POLAProblem", "NCAProblem", "MLCCProblem", "terms"]

@@ -33,32 +33,17 @@ from .._validation import check_choice, check_classes, check_int, check_y
 from ..errors import InputError, NotConvexError
 from ..protocols import Geometry, GeometryKind
 from .base import Problem
+from .softmax import jax_blocked_sum, jax_rows, numpy_blocks
 from .terms import Term, register
 
 #: the two objectives of the paper
 OBJECTIVES = ("f", "g")
-#: rows of the softmax computed at once: ``block * n`` at most this many entries
-BLOCK_ENTRIES = 1 << 21
-
-
-def block_rows(n: int) -> int:
-    """Rows per block for ``n`` points (``block * n <= BLOCK_ENTRIES``, at least one)."""
-    return int(max(1, min(n, BLOCK_ENTRIES // max(n, 1))))
-
-
 def _numpy_blocks(Z, codes, objective):
     """``(sum of per-point objectives, list of p_i)`` in float64 NumPy, blocked; ``Z`` the mapped points."""
     from scipy.special import logsumexp
 
-    n = Z.shape[0]
-    sq = np.einsum("nr,nr->n", Z, Z)
-    total, p_correct = 0.0, np.empty(n)
-    step = block_rows(n)
-    for a in range(0, n, step):
-        idx = np.arange(a, min(n, a + step))
-        D = np.maximum(sq[idx, None] + sq[None, :] - 2.0 * Z[idx] @ Z.T, 0.0)
-        D[np.arange(idx.size), idx] = np.inf
-        logits = -D
+    total, p_correct = 0.0, np.empty(Z.shape[0])
+    for idx, logits in numpy_blocks(Z):
         logp = logits - logsumexp(logits, axis=1, keepdims=True)
         same = codes[idx, None] == codes[None, :]
         same[np.arange(idx.size), idx] = False
@@ -97,46 +82,24 @@ class NeighbourhoodComponents(Term):
         return None
 
     def jax_data(self, problem):
-        n = problem.n
-        step = block_rows(n)
-        n_blocks = -(-n // step)
-        rows = np.arange(n_blocks * step)
         return {"X": problem.X - problem.X.mean(axis=0), "codes": problem.codes.astype(np.int32),
-                "rows": np.minimum(rows, n - 1).reshape(n_blocks, step).astype(np.int32),
-                "valid": (rows < n).reshape(n_blocks, step).astype(np.float64),
-                "sign": np.float64(-self._scale(n)), "log": np.float64(self.objective == "g")}
+                **jax_rows(problem.n), "sign": np.float64(-self._scale(problem.n)),
+                "log": np.float64(self.objective == "g")}
 
     @staticmethod
     def jax_value(data, V, active=None, smoothing=0.0):
-        import jax
         import jax.numpy as jnp
         from jax.scipy.special import logsumexp
 
-        X, codes = data["X"], data["codes"]
-        Z = X @ V["L"].T if "L" in V else None
-        if Z is None:  # a point without its factor: distances through M
-            XM = X @ V["M"]
-            sq = jnp.einsum("nd,nd->n", XM, X)
-            G = lambda idx: XM[idx] @ X.T
-        else:
-            sq = jnp.einsum("nr,nr->n", Z, Z)
-            G = lambda idx: Z[idx] @ Z.T
-        n = X.shape[0]
-        take_log = data["log"] > 0
+        codes, take_log = data["codes"], data["log"] > 0
 
-        @jax.checkpoint
-        def block(args):
-            idx, valid = args
-            D = jnp.maximum(sq[idx, None] + sq[None, :] - 2.0 * G(idx), 0.0)
-            self_mask = idx[:, None] == jnp.arange(n)[None, :]
-            logits = jnp.where(self_mask, -jnp.inf, -D)
+        def per_row(idx, logits):
             logp = logits - logsumexp(logits, axis=1, keepdims=True)
-            same = (codes[idx, None] == codes[None, :]) & ~self_mask
+            same = (codes[idx, None] == codes[None, :]) & jnp.isfinite(logits)
             logpc = logsumexp(jnp.where(same, logp, -jnp.inf), axis=1)
-            per_point = jnp.where(take_log, logpc, jnp.exp(logpc))
-            return jnp.sum(per_point * valid)
+            return jnp.where(take_log, logpc, jnp.exp(logpc))
 
-        return data["sign"] * jnp.sum(jax.lax.map(block, (data["rows"], data["valid"])))
+        return data["sign"] * jax_blocked_sum(data, V, per_row)
 
     def describe(self):
         return f"NeighbourhoodComponents(objective={self.objective!r})"
@@ -238,16 +201,9 @@ class NCAProblem(Problem):
 
         L = np.asarray(L, dtype=np.float64)
         L = np.diag(L) if L.ndim == 1 else L
-        Z = self.X @ L.T
-        n = self.n
-        sq = np.einsum("nr,nr->n", Z, Z)
-        out = np.empty(n)
-        step = block_rows(n)
-        for a in range(0, n, step):
-            idx = np.arange(a, min(n, a + step))
-            D = np.maximum(sq[idx, None] + sq[None, :] - 2.0 * Z[idx] @ Z.T, 0.0)
-            D[np.arange(idx.size), idx] = np.inf
-            logp = -D - logsumexp(-D, axis=1, keepdims=True)
+        out = np.empty(self.n)
+        for idx, logits in numpy_blocks(self.X @ L.T):
+            logp = logits - logsumexp(logits, axis=1, keepdims=True)
             p = np.exp(logp)
             plogp = np.zeros_like(p)
             pos = p > 0

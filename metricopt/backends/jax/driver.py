@@ -57,6 +57,18 @@ def _new_violators(old, new, h):
     return int(np.sum(~np.isin(knew, key(old))))
 
 
+def _certifiable(problem):
+    """Whether :func:`metricopt.certify` can bound ``problem`` (every term declares a dual piece)."""
+    from ...certify.dual import dual_summary
+    from ...errors import NotCertifiableError
+
+    try:
+        dual_summary(problem)
+    except NotCertifiableError:
+        return False
+    return True
+
+
 class Run:
     """One solve of the JAX backend (see the module docstring); ``Run(...).run()`` returns the Solution."""
 
@@ -65,6 +77,7 @@ class Run:
 
         self.problem, self.setup, self.terms, self.solver, self.opts = problem, setup, terms, solver, opts
         self.factor = setup.factor  # non-convex: stationarity instead of certificates
+        self.certifiable = self.factor or _certifiable(problem)  # else: first-order optimality, 'uncertified'
         self.t0 = time.perf_counter()
         self.term_classes = tuple(type(t) for t in terms)
         self.roles = tuple((t.dual_piece(problem) or _NO_PIECE).loss for t in terms)
@@ -113,7 +126,7 @@ class Run:
         while True:
             V = self.setup.to_point(self.Z)
             actives, sizes, obj, new_viol, exploded = self.recheck(V)
-            if self.factor and not exploded:
+            if (self.factor or not self.certifiable) and not exploded:
                 self.last_probe = self.probe(actives)
             if self.rolled_back(exploded, obj):
                 continue
@@ -144,7 +157,7 @@ class Run:
             status, message = self.step(actives, new_viol, obj)
             if status is not None:
                 break
-        if self.factor:
+        if self.factor or not self.certifiable:
             return self.factor_result(status, message)
         return self.result(status, message)
 
@@ -237,6 +250,8 @@ class Run:
         sparsely later on: a deterministic schedule, so that a solve is reproducible; always before giving
         up). Factor geometry: the relative gradient norm at the current smoothing. Returns whether a
         non-convex iterate is stationary within ``tol``."""
+        if not self.certifiable:
+            return self.first_order(entry)
         if self.factor:
             probe = self.last_probe
             gnorm = float(probe["grad_norm"]) if "grad_norm" in probe else float("inf")
@@ -257,6 +272,32 @@ class Run:
             entry["rel_gap"] = self.cert.rel_gap
         entry["certify_time"] = self.cert_time
         return False
+
+    def first_order(self, entry):
+        """A convex problem no certificate covers (a term without a dual piece): the relative projected-gradient
+        step ``||Z - P(Z - a G)|| / ||Z||`` with ``a = ||Z|| / ||G||`` (zero exactly at a minimiser of a convex
+        problem), at the last width of the smoothing. Returns whether it is at most ``tol``."""
+        import jax.numpy as jnp
+
+        probe = self.last_probe
+        Z, G = jnp.asarray(self.Z), self.gradient(probe)
+        zn, gn = float(jnp.linalg.norm(Z)), float(jnp.linalg.norm(G))
+        step = zn / max(gn, 1e-300)
+        rel = 0.0 if gn == 0.0 else float(jnp.linalg.norm(Z - self.geometry.project(Z - step * G))) / max(zn, 1e-300)
+        entry["first_order"] = rel
+        entry["certify_time"] = 0.0
+        at_min_width = not self.smoothed or float(self.state["s"]) <= self.solver.s_min * (1 + 1e-9)
+        return at_min_width and rel <= self.opts.tol
+
+    def gradient(self, probe):
+        """The objective's gradient at the solver's point (from the refreshed state, or evaluated)."""
+        if "g" in probe:
+            return probe["g"]
+        actives = [self.np_actives.get(i) for i in range(len(self.terms))]
+        import jax.numpy as jnp
+
+        actives = [None if a is None else {k: jnp.asarray(v) for k, v in a.items()} for a in actives]
+        return self.objective(actives)(jnp.asarray(self.Z), self.state["s"])[2]
 
     # ------------------------------------------------------------------ reporting
     def notify(self, V, entry):
@@ -292,6 +333,10 @@ class Run:
         it, tol = self.it, self.opts.tol
         if entry["rel_gap"] is not None and self.cert.rel_gap <= tol:
             return Status.OPTIMAL, f"certificate within tol {tol:.1e} after {it} iterations"
+        if stationary and not self.certifiable:
+            return Status.UNCERTIFIED, (f"first-order optimality: relative projected-gradient step "
+                                        f"{entry['first_order']:.2e} <= tol {tol:.1e} after {it} iterations; no "
+                                        "certificate exists for this problem's terms")
         if stationary:
             return Status.STATIONARY, (f"relative gradient norm {entry['stationarity']:.2e} <= tol {tol:.1e} after "
                                        f"{it} iterations")
@@ -338,6 +383,10 @@ class Run:
             message = (f"the online algorithm made no update in pass {self.it}: every pair meets its margin; an online "
                        "learner stops at a feasible point, not at the batch optimum (use solver='fista' or the "
                        "exact backend for that)")
+        if not self.certifiable:
+            return Status.ITERATION_LIMIT, (f"{message} (relative projected-gradient step "
+                                            f"{self.history[-1].get('first_order', float('nan')):.2e} > tol "
+                                            f"{opts.tol:.1e}; no certificate exists for this problem's terms)")
         # certify the last iterate before stopping
         V = self.setup.to_point(self.Z)
         self.cert, self.cert_V, self.cert_it = self._certify(V), V, self.it
@@ -397,8 +446,8 @@ class Run:
     def factor_result(self, status, message):
         """The Solution of a non-convex (factor geometry) solve: the iterate shown stationary, else the best
         iterate seen at a re-check, ``M = L^T L`` with its ``(r, d)`` factor, no certificate, never ``optimal``."""
-        obj, V, it_out = self.current if status is Status.STATIONARY else self.best
-        status, note = decide_status(status, None, convex=False)
+        obj, V, it_out = self.current if status in (Status.STATIONARY, Status.UNCERTIFIED) else self.best
+        status, note = decide_status(status, None, convex=self.problem.is_convex)
         if note:
             message += f"; {note}"
         state, history = self.state, self.history
@@ -406,6 +455,7 @@ class Run:
                  "best_iteration": it_out, "evaluations": int(state["evals"]), "history": history,
                  "stationarity": history[-1].get("stationarity") if history else None,
                  "active_set_size": history[-1]["active_set"] if history else 0, "smoothing": float(state["s"]),
-                 "solver_objective": float(state["fx"]), "rank": self.setup.declared.rank}
-        return Solution(M=V["M"], L=V["L"], objective=float(self.problem.objective(V["M"])), status=status,
+                 "solver_objective": float(state["fx"]), "rank": self.setup.declared.rank,
+                 "first_order": history[-1].get("first_order") if history else None}
+        return Solution(M=V["M"], L=V.get("L"), objective=float(self.problem.objective(V["M"])), status=status,
                         backend="jax", solver=self.solver.name, stats=stats, message=f"{status.message} ({message})")

@@ -1,0 +1,138 @@
+r"""Metric learning by collapsing classes (MLCC) as a declarative problem.
+
+Globerson & Roweis, *Metric Learning by Collapsing Classes*, NIPS 18 (2006); JMLR 2009 Sec. 2.4.
+With :math:`p_M(j \mid i) = \exp(-d_M(x_i, x_j)) / \sum_{k \ne i} \exp(-d_M(x_i, x_k))` and the ideal
+distribution :math:`p_0(j \mid i)` uniform on the other points of :math:`x_i`'s class :math:`C_i`,
+
+.. math::
+
+    \min_{M \succeq 0} \sum_i \mathrm{KL}\big(p_0(\cdot \mid i) \,\|\, p_M(\cdot \mid i)\big)
+    = \sum_i \Big[\frac{1}{|C_i|} \sum_{j \in C_i} d_M(x_i, x_j)
+      + \log \sum_{k \ne i} e^{-d_M(x_i, x_k)} - \log |C_i|\Big],
+
+a linear term (:class:`~metricopt.problems.terms.Linear`, the mean within-class distances) plus a sum of
+log-sum-exps of linear functions of :math:`M` (:class:`LogPartition`): convex. The exact backend writes
+the log-sum-exps with exponential cones (Clarabel by default); the JAX backend minimises it by projected
+gradient steps on the PSD cone (softmax in row blocks). There is no dual certificate for the
+log-partition term yet: certify raises :class:`~metricopt.errors.NotCertifiableError`, and solutions
+carry the solver's word only (the exact backend says NOT CERTIFIED in their message; neither backend
+reports ``optimal`` for them).
+"""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .._validation import check_classes, check_y
+from ..errors import InputError
+from ..linalg import pair_scatter, symmetrize
+from .base import Problem
+from .softmax import jax_blocked_sum, jax_rows, numpy_blocks
+from .terms import Linear, Term, register
+
+#: exponential cones the exact backend accepts (one per ordered pair of points)
+MAX_EXACT_PAIRS = 200_000
+
+
+@register
+class LogPartition(Term):
+    r"""``sum_i log sum_{k != i} exp(-d_M(x_i, x_k)) + offset``: the log-partition functions of the
+    points' neighbour distributions (MLCC; convex in ``M``: log-sum-exps of linear functions)."""
+
+    def __init__(self, offset: float = 0.0):
+        self.offset = float(offset)
+
+    def value(self, problem, V):
+        from scipy.special import logsumexp
+
+        from ..linalg import factor
+
+        total = 0.0
+        for _, logits in numpy_blocks(problem.X @ factor(V["M"]).T):
+            total += float(np.sum(logsumexp(logits, axis=1)))
+        return total + self.offset
+
+    def cvxpy(self, problem, V, ws=None):
+        n = problem.n
+        if n * (n - 1) > MAX_EXACT_PAIRS:
+            from ..errors import ProblemTooLargeError
+
+            raise ProblemTooLargeError(f"MLCC's exact program has one exponential cone per ordered pair: {n * (n - 1):,} "
+                                       f"for n={n}, above {MAX_EXACT_PAIRS:,}. Use backend='jax'.")
+        a, b = np.triu_indices(n, 1)
+        t = problem.pair_rows(a, b) @ V["Mvec"]  # d_M over the unordered pairs
+        pair = np.zeros((n, n), dtype=np.int64)
+        pair[a, b] = pair[b, a] = np.arange(a.size)
+        rows = np.stack([np.delete(pair[i], i) for i in range(n)])  # (n, n-1): the pairs of point i
+        T = cp.reshape(t[rows.ravel()], (n, n - 1), order="C")
+        return cp.sum(cp.log_sum_exp(-T, axis=1)) + self.offset, []
+
+    def dual_piece(self, problem):
+        return None  # no certifier for it yet: certify raises NotCertifiableError
+
+    def jax_data(self, problem):
+        return {"X": problem.X - problem.X.mean(axis=0), **jax_rows(problem.n), "offset": np.float64(self.offset)}
+
+    @staticmethod
+    def jax_value(data, V, active=None, smoothing=0.0):
+        from jax.scipy.special import logsumexp
+
+        return jax_blocked_sum(data, {"M": V["M"]}, lambda idx, logits: logsumexp(logits, axis=1)) + data["offset"]
+
+    def describe(self):
+        return "LogPartition"
+
+    def config(self):
+        return {"term": "LogPartition", "offset": self.offset}
+
+
+class MLCCProblem(Problem):
+    r"""MLCC (Globerson & Roweis, NIPS 2006): see the module docstring.
+
+    .. math::
+
+        \min_{M \succeq 0}\ \sum_i \frac{1}{|C_i|}\sum_{j \in C_i} d_M(x_i, x_j)
+        + \sum_i \log \sum_{k \ne i} e^{-d_M(x_i, x_k)} - \sum_i \log |C_i|.
+
+    Parameters
+    ----------
+    X : (n, d) array_like
+    y : (n,) array_like of class labels (at least two classes, two points in every class)
+    """
+
+    method = "MLCC"
+    reference = "Globerson & Roweis, NIPS 2006"
+    default_solver = "CLARABEL"
+
+    def __init__(self, X: ArrayLike, y: ArrayLike):
+        super().__init__(X)
+        self.y = check_y(y, self.n)
+        classes, counts = check_classes(self.y, method="MLCC")
+        if np.any(counts < 2):
+            raise InputError("MLCC needs at least two points in every class (p_0 is uniform on a point's other "
+                             "class members); drop the classes with one point.")
+        codes = np.searchsorted(classes, self.y)
+        size = counts[codes] - 1  # |C_i|: the other points of i's class
+        i, j = np.nonzero((codes[:, None] == codes[None, :]) & ~np.eye(self.n, dtype=bool))
+        P = symmetrize(pair_scatter(self.X, i, j, 1.0 / size[i]))
+        self.terms = [Linear(P, name="mean within-class distance"),
+                      LogPartition(offset=-float(np.sum(np.log(size))))]
+
+    def kl(self, M: ArrayLike) -> np.ndarray:
+        """``KL(p_0(.|i) || p_M(.|i))`` per point (their sum is the objective)."""
+        from scipy.special import logsumexp
+
+        from ..linalg import factor
+
+        M = self.check_metric(M)
+        codes = np.searchsorted(np.unique(self.y), self.y)
+        out = np.empty(self.n)
+        for idx, logits in numpy_blocks(self.X @ factor(M).T):
+            logp = logits - logsumexp(logits, axis=1, keepdims=True)
+            same = codes[idx, None] == codes[None, :]
+            same[np.arange(idx.size), idx] = False
+            m = same.sum(axis=1)
+            out[idx] = -np.log(m) - np.sum(np.where(same, logp, 0.0), axis=1) / m
+        return out
