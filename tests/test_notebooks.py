@@ -28,6 +28,7 @@ EXPECTED = {
     "02_new_regularizer.ipynb",
     "03_global_vs_local.ipynb",
     "04_scaling_jax.ipynb",
+    "05_nca_and_baselines.ipynb",
 }
 #: seconds one cell may take at the small size before the run is declared hung
 CELL_TIMEOUT = 180
