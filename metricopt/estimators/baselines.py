@@ -12,6 +12,7 @@ from numpy.typing import ArrayLike
 
 from ..baselines import ClosedForm, lda_map, pca_map, rca_map, whitening_map
 from ..errors import InputError
+from ..linalg import symmetrize
 from ..solution import Solution, Status
 from ._params import Interval
 from .base import FitResult, MetricLearner, fit_estimator
@@ -41,7 +42,7 @@ class _ClosedFormLearner(MetricLearner):
         t0 = time.perf_counter()
         L, criterion, stats = self._map(X, y)
         stats["time"] = time.perf_counter() - t0
-        sol = Solution(M=0.5 * (L.T @ L + (L.T @ L).T), L=L, objective=float(criterion), status=Status.CLOSED_FORM,
+        sol = Solution(M=symmetrize(L.T @ L), L=L, objective=float(criterion), status=Status.CLOSED_FORM,
                        backend="numpy", solver=self.method, stats={"iterations": 0, **stats},
                        message=f"{Status.CLOSED_FORM.message} ({self.method}: {stats.get('criterion', '')})")
         return FitResult(self._make_problem(X, y), sol, components=L, certificate=None)
@@ -49,7 +50,7 @@ class _ClosedFormLearner(MetricLearner):
     def fit(self, X: ArrayLike, y: ArrayLike | None = None):
         """Compute the map from ``X`` (n, d) (and labels ``y`` for the supervised baselines)."""
         if y is None and not self.supervised:
-            y = np.zeros(np.asarray(X).shape[0] if hasattr(X, "shape") or isinstance(X, list) else 0, dtype=int)
+            y = np.zeros(np.shape(X)[0] if np.ndim(X) > 0 else 0, dtype=int)  # labels unused: a placeholder
         return fit_estimator(self, X, y)
 
     def __sklearn_tags__(self):
