@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 import numpy as np
+from scipy.optimize import minimize_scalar
 
 from ..._validation import check_choice, check_int, check_real
 from ...constraints import iter_triplets
@@ -206,7 +207,7 @@ def best_scale(problem, M0=None, max_triplets=4_000_000):
     collects the :math:`\delta_t > -D` (only their values), so that on :math:`[1/D, 2^{20}]` the
     hinge is known exactly (sorted breakpoints and suffix sums: each evaluation costs a binary
     search), the other terms are evaluated as they are (no search), and the convex ``f`` is
-    minimised to machine precision by golden-section steps in ``log c``. ``D`` starts at the mean
+    minimised to machine precision in ``log c`` (scipy's bounded Brent search). ``D`` starts at the mean
     target-neighbour distance (the optimal scale makes those distances of the order of the unit
     margin, so few triplets are collected) and grows fourfold, with a new search, while the
     minimiser sits at ``1/D``. Problems without a single triplet hinge, or whose search would hold more than
@@ -239,20 +240,11 @@ def best_scale(problem, M0=None, max_triplets=4_000_000):
             first = np.searchsorted(delta, -1.0 / c, side="right")  # active: delta > -1/c
             return rest(c) + weight * ((delta.size - first) + c * suffix[first])
 
-        a, b = np.log(max(1.0 / D, lo_c)), np.log(hi_c)
-        g = (np.sqrt(5.0) - 1.0) / 2.0
-        x1, x2 = b - g * (b - a), a + g * (b - a)
-        f1, f2 = f(np.exp(x1)), f(np.exp(x2))
-        while b - a > 1e-12:
-            if f1 <= f2:
-                b, x2, f2 = x2, x1, f1
-                x1 = b - g * (b - a)
-                f1 = f(np.exp(x1))
-            else:
-                a, x1, f1 = x1, x2, f2
-                x2 = a + g * (b - a)
-                f2 = f(np.exp(x2))
-        c = float(np.exp(0.5 * (a + b)))
+        # convex in c, hence unimodal in log c: Brent's bounded search (scipy) to machine precision
+        bounds = (np.log(max(1.0 / D, lo_c)), np.log(hi_c))
+        found = minimize_scalar(lambda x: f(np.exp(x)), bounds=bounds, method="bounded",
+                                options={"xatol": 1e-12, "maxiter": 500})
+        c = float(np.exp(found.x))
         if c > 1.01 / D or 1.0 / D <= lo_c:
             return c
         D *= 4.0
