@@ -108,3 +108,19 @@ def test_round_trip_and_knn(est, wine, tmp_path):
 @parametrize_with_checks([mo.PCA(), mo.Whitening(), mo.LDA(), mo.RCA()])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
+
+
+def test_lmnn_on_lda_inputs_is_a_pipeline_with_a_certified_lmnn(wine):
+    """JMLR 2009 Table 1's "LMNN on LDA inputs": LMNN learns a certified metric on the (C - 1)-dimensional
+    LDA projection, whose LMNN objective is below that of LDA's Euclidean metric there."""
+    from sklearn.pipeline import make_pipeline
+
+    X, y = wine
+    pipe = make_pipeline(mo.LDA(), mo.LMNN(k=3, mu=0.5)).fit(X, y)
+    lda, lmnn = pipe[0], pipe[1]
+    assert lda.components_.shape == (2, X.shape[1])
+    assert lmnn.solution_.status == Status.OPTIMAL and lmnn.certificate_.rel_gap <= 1e-6
+    Z = lda.transform(X)
+    assert pipe.transform(X).shape == (X.shape[0], 2)
+    problem = mo.LMNNProblem(Z, y, k=3, mu=0.5)
+    assert problem.objective(lmnn.get_mahalanobis_matrix()) < 0.9 * problem.objective(np.eye(2))

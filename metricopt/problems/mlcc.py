@@ -16,7 +16,18 @@ the log-sum-exps with exponential cones (Clarabel by default); the JAX backend m
 gradient steps on the PSD cone (softmax in row blocks). There is no dual certificate for the
 log-partition term yet: certify raises :class:`~metricopt.errors.NotCertifiableError`, and solutions
 carry the solver's word only (the exact backend says NOT CERTIFIED in their message; neither backend
-reports ``optimal`` for them).
+reports ``optimal`` for them: their status is ``uncertified``).
+
+Why no certificate: with the entropy conjugate, :math:`\log \sum_k e^{z_k} = \max_{q \in \Delta}
+\langle q, z \rangle + H(q)`, every choice of distributions :math:`q_i` gives the lower bound
+:math:`\sum_i H(q_i) - \sum_i \log |C_i|` provided :math:`S(q) = \sum_i \sum_{j \in C_i} B_{ij} / |C_i| -
+\sum_i \sum_{k \ne i} q_{ik} B_{ik} \succeq 0` (:math:`B_{ij} = (x_i - x_j)(x_i - x_j)^\top`), and
+:math:`S(p_{\hat M})` is the objective's gradient at a candidate :math:`\hat M`. That gradient is PSD
+only at the exact optimum; a numerical one has small negative eigenvalues, and a repair needs either a
+dual direction that lowers :math:`B(q)` along them (none is known in general) or an a-priori bound
+:math:`T \ge \operatorname{tr} M^\star` (then :math:`\sum_i H(q_i) + T \min(0, \lambda_{\min}(S))` is a
+bound). MLCC's objective is not coercive (its minimum need not be attained when a direction collapses
+every class), so no such :math:`T` exists in general.
 """
 
 from __future__ import annotations

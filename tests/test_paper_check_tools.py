@@ -1,0 +1,75 @@
+"""The paper checks' shared machinery for method tables (paper_checks/_common.py, make_results.py):
+paired tests that fail when a learned map is replaced by the identity, and tables rendered as stored."""
+
+import json
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_wine
+from sklearn.preprocessing import FunctionTransformer
+
+import metricopt as mo
+
+PAPER_CHECKS = pathlib.Path(__file__).resolve().parent.parent / "paper_checks"
+
+
+@pytest.fixture(scope="module")
+def common():
+    sys.path.insert(0, str(PAPER_CHECKS))
+    try:
+        import _common
+        import make_results
+
+        yield _common, make_results
+    finally:
+        sys.path.remove(str(PAPER_CHECKS))
+
+
+def _splits(common, methods, n=4):
+    from metricopt import datasets
+
+    X, y = load_wine(return_X_y=True)
+    per = []
+    for tr, te in datasets.random_splits(y, n_splits=n, test_size=0.3, seed=0):
+        per.append(common.run_methods(methods, X[tr], y[tr], X[te], y[te], k=3, loo=True))
+    return per
+
+
+def test_paired_gain_holds_for_lda_on_raw_wine_and_fails_for_the_identity(common):
+    C, _ = common
+    methods = {"Euclidean": lambda X, y: FunctionTransformer().fit(X, y),
+               "identity": lambda X, y: FunctionTransformer().fit(X, y),
+               "LDA": lambda X, y: mo.LDA().fit(X, y)}
+    per = _splits(C, methods)
+    assert set(per[0]) == set(methods) and per[0]["LDA"]["status"] == "closed_form"
+    assert C.assert_paired_gain(per, "LDA", "Euclidean", "t").passed
+    same = C.assert_paired_gain(per, "identity", "Euclidean", "t")
+    assert not same.passed and same.measured.startswith("+0.00 pp")
+    assert C.assert_paired_not_worse(per, "identity", "Euclidean", "t").passed
+    assert not C.assert_paired_not_worse(per, "Euclidean", "LDA", "t").passed
+    # training leave-one-out errors are measured too
+    assert np.isfinite(per[0]["LDA"]["train_loo"])
+
+
+def test_method_tables_are_stored_and_rendered(common, tmp_path):
+    C, make_results = common
+    methods = {"Euclidean": lambda X, y: FunctionTransformer().fit(X, y), "LDA": lambda X, y: mo.LDA().fit(X, y)}
+    per = _splits(C, methods, n=2)
+    summary = C.method_summary(per, list(methods))
+    table = C.method_table("wine", "wine", "2 splits", summary, list(methods), paper={"Euclidean": 25.0}, loo=True)
+    assert table["rows"][0][:2] == ["Euclidean", "2"] and table["rows"][0][4] == "25.00"
+    assert table["rows"][1][4] == "not at hand"
+    C.RESULTS_DIR, old = tmp_path, C.RESULTS_DIR
+    try:
+        a = C.assert_paired_gain(per, "LDA", "Euclidean", "wine: LDA below Euclidean")
+        C.write_result("demo", "Demo check", [], [a], ["a note"], 1.0, command="cmd", tables=[table])
+    finally:
+        C.RESULTS_DIR = old
+    stored = json.loads((tmp_path / "demo.json").read_text())
+    assert stored["tables"][0]["rows"] == table["rows"]
+    out = make_results.build(tmp_path, tmp_path / "RESULTS.md")
+    text = out.read_text()
+    assert "**wine** (2 splits)" in text and "| LDA | 2 |" in text and "not at hand" in text
+    assert "wine: LDA below Euclidean" in text
