@@ -29,7 +29,6 @@ import numpy as np
 
 import metricopt as mo
 from metricopt import datasets
-from metricopt.backends.jax.backend import _scan_scale, best_scale
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -57,6 +56,8 @@ def main():
     ap.add_argument("--data-home", default=os.environ.get("METRICOPT_DATA", str(HERE.parent.parent / "shared" / "data")))
     ap.add_argument("--out", default=str(HERE / "results" / "start_scale.md"))
     args = ap.parse_args()
+    from metricopt.backends.jax.backend import _scan_scale, best_scale
+
     rows = []
     for name in args.datasets:
         X, y = load(name, args.data_home)

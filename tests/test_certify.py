@@ -839,3 +839,29 @@ def test_lmnn_free_multipliers_capped_by_size_and_bound_stays_valid(monkeypatch)
     # fewer free multipliers: a valid, possibly looser, lower bound on the same objective
     assert capped.upper == full.upper
     assert capped.lower <= full.upper + 1e-9 and capped.lower <= full.lower + 1e-9 * abs(full.lower)
+
+
+def test_wide_band_second_bound_is_valid_and_not_looser():
+    """Near the optimum the certifier tries a second restricted dual over a wider band when the first
+    bound misses ``tol`` by at most ``WIDE_WITHIN``: its bound is never looser than the first and still
+    below the exact optimum."""
+    from sklearn.datasets import load_wine
+    from sklearn.preprocessing import StandardScaler
+
+    from metricopt.certify import lmnn as lm
+
+    X, y = load_wine(return_X_y=True)
+    P = mo.LMNNProblem(StandardScaler().fit_transform(X), y, k=3, mu=0.5)
+    f_opt = P.solve(backend="cvxpy").certificate.upper
+    M = P.solve(backend="jax", tol=3e-2).M
+    V = P.point(M)
+    upper = P._objective(V)
+    narrow, _ = lm.lmnn_lower_bound(P, V, upper)
+    rel = (upper - narrow) / upper
+    assert rel > 1e-6
+    tol = max(rel / 10, lm.WIDE_MIN_TOL)
+    assert tol < rel <= lm.WIDE_WITHIN * tol
+    cert = mo.certify(P, M, tol=tol)  # the first bound misses tol by at most WIDE_WITHIN: the wide one is tried
+    assert narrow - 1e-9 * abs(upper) <= cert.lower <= f_opt + 1e-7 * abs(f_opt)
+    wide, _ = lm.lmnn_lower_bound(P, V, upper, band=lm.WIDE_BAND, max_free=lm.WIDE_MAX_FREE)
+    assert cert.lower == pytest.approx(max(narrow, wide), rel=1e-12, abs=1e-12)

@@ -403,6 +403,9 @@ class TripletHinge(Term):
             "Xc": Xc,
             # x_i - x_j for the n*k target pairs (i, j = T[i, kk]), row p = i * k + kk
             "DT": Xc[a] - Xc[b],
+            # the rows of Xc of the target pairs (their Laplacian in the adjoint)
+            "Ta": np.asarray(a, dtype=np.int32),
+            "Tb": np.asarray(b, dtype=np.int32),
         }
 
     def jax_active_set(self, problem, M, margin, min_capacity=256, multiple=1, limit=None):
@@ -468,31 +471,33 @@ class TripletHinge(Term):
 
     @staticmethod
     def jax_adjoint(data, active, w):
-        """The adjoint ``A^T w = sum_t w_t (C_il - C_ij)`` as a difference of weighted pair scatters
-        ``S(w) = sum w (x_a - x_b)(x_a - x_b)^T = X^T (D_w - W - W^T) X`` (never one triplet at a
-        time): in the dense case (:meth:`jax_dense`) ``W`` is scattered into a dense ``n x n`` matrix and
-        ``X^T W X`` is two matrix products, else ``W X`` is a segment sum over the active
-        set; ``w`` must vanish on padding."""
+        """The adjoint ``A^T w = sum_t w_t (C_il - C_ij)`` as one weighted graph Laplacian,
+        ``X^T (D - W - W^T) X`` with ``W`` holding ``+w_t`` on the impostor pair ``(i, l)`` and
+        ``-w_t`` on the target pair ``(i, j)`` of every triplet and ``D`` its degrees (never one
+        triplet at a time): ``W X`` and ``D`` are segment sums (in the dense case, :meth:`jax_dense`,
+        the impostor part of ``W`` is scattered into an ``n x n`` matrix), then two ``n x d`` by
+        ``d x n`` products. ``w`` must vanish on padding."""
         import jax
         import jax.numpy as jnp
 
-        Xc, DT = data["Xc"], data["DT"]
-        n, npairs = Xc.shape[0], DT.shape[0]
+        Xc, Ta, Tb = data["Xc"], data["Ta"], data["Tb"]
+        n, npairs = Xc.shape[0], Ta.shape[0]
         p, i, l = active["p"], active["i"], active["l"]
-        # impostor pairs (i, l): the weighted graph Laplacian
+        seg = lambda v, idx: jax.ops.segment_sum(v, idx, num_segments=n)
+        # impostor pairs (i, l)
         if TripletHinge.jax_dense(n, i.shape[0]):
             W = jnp.zeros((n, n), w.dtype).at[i, l].add(w)
             deg = jnp.sum(W, axis=1) + jnp.sum(W, axis=0)
-            XtR = Xc.T @ (W @ Xc)
+            R = W @ Xc
         else:
-            deg = jax.ops.segment_sum(w, i, num_segments=n) + jax.ops.segment_sum(w, l, num_segments=n)
-            R = jax.ops.segment_sum(w[:, None] * Xc[l], i, num_segments=n)  # W X
-            XtR = Xc.T @ R
-        SI = (Xc * deg[:, None]).T @ Xc - XtR - XtR.T
-        # target pairs (i, j): the weights summed onto the n*k pairs, then one (d, d) scatter
+            deg = seg(w, i) + seg(w, l)
+            R = seg(w[:, None] * Xc[l], i)  # W X
+        # target pairs (i, j): the weights summed onto the n*k pairs, entering W with the opposite sign
         wT = jax.ops.segment_sum(w, p, num_segments=npairs)
-        ST = (DT * wT[:, None]).T @ DT
-        S = SI - ST
+        deg = deg - seg(wT, Ta) - seg(wT, Tb)
+        R = R - seg(wT[:, None] * Xc[Tb], Ta)
+        XtR = Xc.T @ R
+        S = (Xc * deg[:, None]).T @ Xc - XtR - XtR.T
         return 0.5 * (S + S.T)
 
     @staticmethod

@@ -41,6 +41,9 @@ BLOWUP = 0.5
 MAX_REJECTIONS = 4
 #: smallest active-set capacity (padding bucket)
 MIN_CAPACITY = 256
+#: an active set smaller than 1/SHRINK_BELOW of its capacity moves down to its own bucket (the jitted loop
+#: then runs on less padding; JAX keeps one compiled loop per bucket, so a bucket compiles once)
+SHRINK_BELOW = 4
 #: the re-check interval grows up to this multiple of ``check_every`` (solvers with adaptive checks)
 MAX_CHECK_FACTOR = 8
 
@@ -183,8 +186,8 @@ class Run:
             act, size, val, h = found
             self.prev_sizes[idx] = size
             cap = act["mask"].shape[0]
-            # keep the capacity bucket (no recompilation) unless the set became mostly padding
-            self.capacity[idx] = cap if size >= cap // 16 else MIN_CAPACITY
+            # keep the capacity bucket unless the set became mostly padding
+            self.capacity[idx] = cap if size >= cap // SHRINK_BELOW else MIN_CAPACITY
             new_viol += _new_violators(self.np_actives.get(idx), act, h)
             self.np_actives[idx] = act
             act_j = {k: jnp.asarray(v) for k, v in act.items()}
