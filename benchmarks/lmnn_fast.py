@@ -27,7 +27,6 @@ import platform
 import sys
 import time
 
-import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
