@@ -370,3 +370,20 @@ def test_exact_polish_rejects_a_bad_init(iris42):
     p = LMNNProblem(X, y)
     with pytest.raises(InputError, match=re.escape("init must have shape (4, 4)")):
         p.solve(init=np.eye(3))
+
+
+def test_time_limit_stops_the_working_set_loop_between_rounds():
+    """``time_limit`` (as on the JAX backend): no new working-set round after it; the last round's metric
+    comes back ``iteration_limit`` with the reason, never ``optimal`` while violators are left out."""
+    from sklearn.datasets import load_wine
+
+    X, y = load_wine(return_X_y=True)
+    problem = LMNNProblem(StandardScaler().fit_transform(X), y, k=3)
+    full = problem.solve(backend="cvxpy")
+    assert full.status == Status.OPTIMAL and full.stats["rounds"] > 1
+    cut = problem.solve(backend="cvxpy", time_limit=1e-9)
+    assert cut.status == Status.ITERATION_LIMIT and cut.stats["rounds"] == 1
+    assert "time limit of 1e-09 s reached after 1 working-set round(s)" in cut.message
+    assert cut.objective >= full.objective - 1e-9 * abs(full.objective)
+    with pytest.raises(InputError, match="time_limit"):
+        problem.solve(backend="cvxpy", time_limit=0)

@@ -169,6 +169,7 @@ class Options:
     certify: Any = 1e-6
     init: Any = None
     verbose: bool = False
+    time_limit: float | None = None
 
     @classmethod
     def resolve(cls, problem, options: dict) -> "Options":
@@ -186,7 +187,9 @@ class Options:
                    max_iter=check_int(opts.max_iter, "max_iter", low=1),
                    max_rounds=check_int(opts.max_rounds, "max_rounds", low=1), working_set=bool(opts.working_set),
                    min_add=check_int(opts.min_add, "min_add", low=1), certify=opts.certify, init=opts.init,
-                   verbose=bool(opts.verbose))
+                   verbose=bool(opts.verbose),
+                   time_limit=None if opts.time_limit is None else check_real(opts.time_limit, "time_limit", low=0.0,
+                                                                              low_open=True))
 
 
 def solve(problem, **options):
@@ -220,6 +223,11 @@ def solve(problem, **options):
         let the certificate decide the status (see :func:`finalize`); ``None`` skips it.
     verbose : bool
         Print the working-set progress (and the solver's own log).
+    time_limit : float, optional
+        Seconds after which no new working-set round starts (checked between rounds: a
+        round in progress finishes); the result is then the last round's metric with
+        status ``iteration_limit`` (certified as usual), like the JAX backend's
+        ``time_limit``.
 
     Returns
     -------
@@ -271,6 +279,11 @@ def solve(problem, **options):
         if rounds >= max_rounds:
             status = Status.ITERATION_LIMIT
             message = f"working-set loop stopped after {rounds} rounds with {added} violated triplets still outside"
+            break
+        if opts.time_limit is not None and time.perf_counter() - t0 >= opts.time_limit:
+            status = Status.ITERATION_LIMIT
+            message = (f"time limit of {opts.time_limit:g} s reached after {rounds} working-set round(s) with {added} "
+                       "violated triplets still outside")
             break
 
     stats = {
