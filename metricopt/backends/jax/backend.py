@@ -12,7 +12,6 @@ from scipy.optimize import minimize_scalar
 from ..._validation import check_choice, check_int, check_real
 from ...constraints import iter_triplets
 from ...errors import InputError, UnknownOptionError
-from ...problems.terms import TripletHinge
 from ...solution import Solution
 from .geometry import Setup
 from .geometry import accepts as _accepts
@@ -215,9 +214,10 @@ def best_scale(problem, M0=None, max_triplets=4_000_000):
     of FISTA for LMNN and of LMNN-R's restarts."""
     M0 = np.eye(problem.d) if M0 is None else np.asarray(M0, dtype=np.float64)
     hinges = [t for t in problem.terms if t.uses_working_set]
-    if len(hinges) != 1 or not isinstance(hinges[0], TripletHinge) or getattr(problem, "target_neighbors", None) is None:
+    piece = hinges[0].dual_piece(problem) if len(hinges) == 1 else None
+    if piece is None or piece.loss != "triplet_hinge" or getattr(problem, "target_neighbors", None) is None:
         return _scan_scale(problem, M0)
-    weight = hinges[0].weight
+    weight = piece.weight
     others = [t for t in problem.terms if not t.uses_working_set]
     rest = lambda c: float(sum(t.value(problem, problem.point(c * M0)) for t in others))
     Z = problem.transformed(M0)
