@@ -268,7 +268,7 @@ def tiny_lmnn():
 def test_unknown_option(tiny_lmnn):
     msg = (
         "unknown option(s) for backend='cvxpy': ['foo', 'max_iters']; accepted: solver, tol, max_iter, "
-        "max_rounds, working_set, min_add, certify, init, verbose."
+        "max_rounds, working_set, min_add, certify, init, verbose, time_limit."
     )
     with pytest.raises(UnknownOptionError, match=re.escape(msg)):
         tiny_lmnn.solve(max_iters=10, foo=1)

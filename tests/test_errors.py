@@ -333,7 +333,7 @@ case(
     "solve-unknown-option",
     lambda: _lmnn().solve(maxiter=5),
     "unknown option(s) for backend='cvxpy': ['maxiter']; accepted: solver, tol, max_iter, max_rounds, working_set, "
-    "min_add, certify, init, verbose.",
+    "min_add, certify, init, verbose, time_limit.",
     UnknownOptionError,
 )
 case(
