@@ -372,13 +372,10 @@ def test_exact_polish_rejects_a_bad_init(iris42):
         p.solve(init=np.eye(3))
 
 
-def test_time_limit_stops_the_working_set_loop_between_rounds():
+def test_time_limit_stops_the_working_set_loop_between_rounds(iris42):
     """``time_limit`` (as on the JAX backend): no new working-set round after it; the last round's metric
     comes back ``iteration_limit`` with the reason, never ``optimal`` while violators are left out."""
-    from sklearn.datasets import load_wine
-
-    X, y = load_wine(return_X_y=True)
-    problem = LMNNProblem(StandardScaler().fit_transform(X), y, k=3)
+    problem = LMNNProblem(*iris42, k=3)
     full = problem.solve(backend="cvxpy")
     assert full.status == Status.OPTIMAL and full.stats["rounds"] > 1
     cut = problem.solve(backend="cvxpy", time_limit=1e-9)
