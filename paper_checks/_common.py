@@ -462,11 +462,10 @@ def finish(check, title, rows, assertions, notes, t_start, tables=None):
 # ----------------------------------------------------------------------------- other methods
 #
 # The checks of NCA (Goldberger et al., NIPS 2004, Fig. 1) and of the baseline rows of
-# JMLR 2009 Table 1 compare several methods on the same splits. A *method* is a function
-# ``fit(X_train, y_train) -> (Z_train, Z_test_fn, status)``-like object: here simply a
-# callable returning a fitted transformer (anything with ``transform``); its kNN errors are
-# those of the Euclidean kNN rule on the transformed features, which is the kNN rule under
-# the learned metric ``M = L^T L``.
+# JMLR 2009 Table 1 compare several methods on the same splits. A method is a callable
+# ``fit(X_train, y_train)`` returning a fitted transformer (its kNN errors are those of the
+# Euclidean kNN rule on the transformed features, i.e. the kNN rule under ``M = L^T L``) or a
+# fitted classifier (its own test error).
 
 
 def fitted_status(est):

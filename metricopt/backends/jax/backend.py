@@ -222,8 +222,8 @@ def best_scale(problem, M0=None, max_triplets=4_000_000):
     rest = lambda c: float(sum(t.value(problem, problem.point(c * M0)) for t in others))
     Z = problem.transformed(M0)
     T = problem.target_neighbors
-    Zs = Z if Z.ndim == 2 else Z[0]
-    mean_target = float(np.mean(np.sum((Zs[:, None, :] - Zs[T]) ** 2, axis=-1))) if Z.ndim == 2 else 1.0
+    # multi-metric problems transform into a stack of spaces: no single target distance, start at D = 1
+    mean_target = float(np.mean(np.sum((Z[:, None, :] - Z[T]) ** 2, axis=-1))) if Z.ndim == 2 else 1.0
     D = max(mean_target, 1e-12)
     lo_c, hi_c = 2.0 ** -20, 2.0 ** 20
     while True:
