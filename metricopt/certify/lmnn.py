@@ -40,6 +40,7 @@ import scipy.linalg
 from ..linalg import symmetrize
 from ._dual import solve_small
 from .dual import dual_summary
+from .rank2_dual import solve_rank2_dual
 
 #: half-width of the band of hinge arguments treated as "at the margin"
 BAND = 1e-3
@@ -56,6 +57,41 @@ WIDE_MIN_TOL = 1e-5
 #: largest size (free multipliers x d^2) of the restricted dual's dense constraint block; beyond it the
 #: free multipliers are capped (the bound stays valid, only looser): d <= 70 keeps MAX_FREE, d = 100 2000
 MAX_FREE_ENTRIES = 20_000_000
+#: the restricted dual is solved to ACCURACY * tol * |objective| (absolute): a tenth of what the certificate needs
+ACCURACY = 0.1
+#: up to this many free multipliers the dedicated rank-two solver (:mod:`.rank2_dual`, O(m^2 d + m^3) per Newton
+#: step) is used; beyond it, or when it cannot start (P singular) or with a Frobenius term, the CVXPY program
+RANK2_MAX_FREE = 1500
+
+
+def _restricted_dual(problem, P, lam, mu, Tv, Tn, Bv, accuracy):
+    """The restricted dual's multipliers ``(alpha on the violated triplets, alpha near the margin)``, or ``None``
+    when no solver produced a point. One multiplier is shared by the violated triplets ``Tv``; those of the
+    triplets ``Tn`` near the margin are free in ``[0, mu]``."""
+    factors = getattr(problem, "triplet_factors", None)
+    if lam == 0 and factors is not None and len(Tn) <= RANK2_MAX_FREE:
+        U, Vf = factors(Tn[:, 0], Tn[:, 1], Tn[:, 2])
+        found = solve_rank2_dual(P, U, Vf, mu, G0=Bv if len(Tv) else None, c0=len(Tv), accuracy=accuracy)
+        if found is not None:
+            return np.full(len(Tv), found[0]), found[1]
+    d = problem.d
+    A = problem.triplet_rows(Tn[:, 0], Tn[:, 1], Tn[:, 2]) if len(Tn) else np.zeros((0, d * d))
+    t = cp.Variable(nonneg=True)
+    a = cp.Variable(len(Tn), nonneg=True) if len(Tn) else None
+    Bexpr = t * Bv + (cp.reshape(A.T @ a, (d, d), order="C") if a is not None else 0)
+    cons = [t <= mu] + ([a <= mu] if a is not None else [])
+    obj = t * len(Tv) + (cp.sum(a) if a is not None else 0)
+    if lam > 0:
+        W = cp.Variable((d, d), PSD=True)
+        prog = cp.Problem(cp.Maximize(obj - cp.sum_squares(Bexpr - P + W) / (2 * lam)), cons)
+    else:
+        S = P - Bexpr
+        prog = cp.Problem(cp.Maximize(obj), cons + [0.5 * (S + S.T) >> 0])
+    if not solve_small(prog):
+        return None
+    tv = float(np.clip(t.value, 0, mu))
+    an = np.clip(a.value, 0, mu) if a is not None else np.zeros(0)
+    return np.full(len(Tv), tv), an
 
 
 def _scatter(problem, T, w):
@@ -116,9 +152,10 @@ def triplet_bound(problem, M, variables, summary, feas_tol, tol):
     return upper, lower, info
 
 
-def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE, summary=None):
+def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE, summary=None, accuracy=None):
     """Return ``(lower_bound, details)`` for an LMNN-type problem at the point ``V`` (``summary``:
-    the problem's :class:`~metricopt.certify.DualSummary`, computed when not given)."""
+    the problem's :class:`~metricopt.certify.DualSummary`, computed when not given; ``accuracy``:
+    the absolute accuracy asked of the restricted dual, default ``1e-9 |upper|``)."""
     if summary is None:
         summary = dual_summary(problem)
     P, lam, const = summary.P, summary.lam, summary.constant
@@ -131,6 +168,7 @@ def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE, summary=No
         # min <P, M> + lam/2 ||M||^2 over the PSD cone is 0 (P PSD), attained at M = 0
         return const, {"dual form": "no hinge term"}
     upper = upper - const  # the bounds below are for the objective without its constant
+    accuracy = 1e-9 * max(abs(upper), 1e-12) if accuracy is None else float(accuracy)
     max_free = min(int(max_free), max(1, MAX_FREE_ENTRIES // problem.d ** 2))
     i, j, l, h = problem.find_triplets(V["M"], margin=band)
     T = np.stack([i, j, l], 1)
@@ -150,23 +188,9 @@ def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE, summary=No
     if len(Tv):
         candidates.append((mu * np.ones(len(Tv)), np.zeros(len(Tn))))
     # restricted dual: one shared multiplier on the violated triplets, free ones near the margin
-    d = problem.d
-    A = problem.triplet_rows(Tn[:, 0], Tn[:, 1], Tn[:, 2]) if len(Tn) else np.zeros((0, d * d))
-    t = cp.Variable(nonneg=True)
-    a = cp.Variable(len(Tn), nonneg=True) if len(Tn) else None
-    Bexpr = t * Bv + (cp.reshape(A.T @ a, (d, d), order="C") if a is not None else 0)
-    cons = [t <= mu] + ([a <= mu] if a is not None else [])
-    obj = t * len(Tv) + (cp.sum(a) if a is not None else 0)
-    if lam > 0:
-        W = cp.Variable((d, d), PSD=True)
-        prog = cp.Problem(cp.Maximize(obj - cp.sum_squares(Bexpr - P + W) / (2 * lam)), cons)
-    else:
-        S = P - Bexpr
-        prog = cp.Problem(cp.Maximize(obj), cons + [0.5 * (S + S.T) >> 0])
-    if solve_small(prog):
-        tv = float(np.clip(t.value, 0, mu))
-        an = np.clip(a.value, 0, mu) if a is not None else np.zeros(0)
-        candidates.append((np.full(len(Tv), tv), an))
+    point = _restricted_dual(problem, P, lam, mu, Tv, Tn, Bv, accuracy)
+    if point is not None:
+        candidates.append(point)
 
     best, info = 0.0, {}
     for av, an in candidates:

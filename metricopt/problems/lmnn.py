@@ -161,6 +161,15 @@ class LMNNProblem(Problem):
         Xl = self.X_lifted
         return pair_rows(Xl, *self.lift(i, l)) - pair_rows(Xl, *self.lift(i, j))
 
+    def triplet_factors(self, i, j, l):
+        """``(U, V)`` with rows ``u_t = x_i - x_l`` and ``v_t = x_i - x_j`` (lifted), so that the row
+        ``A_t`` of :meth:`triplet_rows` is ``vec(u_t u_t^T - v_t v_t^T)``: the rank-two form the
+        certificate's dedicated restricted-dual solver works with."""
+        Xl = self.X_lifted
+        a, b = self.lift(i, l)
+        c, e = self.lift(i, j)
+        return Xl[a] - Xl[b], Xl[c] - Xl[e]
+
     def triplet_scatter(self, i, j, l, w=None):
         """``sum_t w_t (C_il - C_ij)`` (``C_ab`` the outer product of a lifted pair difference)."""
         Xl = self.X_lifted
