@@ -456,3 +456,30 @@ def test_term_cvxpy_form_matches_float64_value(pname, idx):
         got = float(prob.value)
     assert got == pytest.approx(expected, rel=1e-6, abs=1e-7)
     assert expected != 0.0 or type(term).__name__ == "TripletHinge"
+
+
+@pytest.mark.parametrize("search", ["brute", "tree"])
+def test_kept_search_serves_a_narrower_margin_exactly(iris_std, search):
+    """LMNNProblem keeps its last search: at the same M and a narrower margin the filtered result is the
+    fresh search's, array for array; ``limit`` still applies; an M that differs (even by rounding) searches
+    again unless the caller accepts a nearby search (``reuse_within``); the exact objective never uses it."""
+    X, y = iris_std
+    P = LMNNProblem(X, y, k=3, search=search)
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(4, 4))
+    M = A @ A.T / 4
+    wide = P.find_triplets(M, 0.5)
+    narrow = P.find_triplets(M, 0.05)
+    fresh = P._search(M, 0.05, None)
+    assert wide[0].size > narrow[0].size > 0
+    for got, want in zip(narrow, fresh):
+        np.testing.assert_array_equal(got, want)
+    assert P.find_triplets(M, 0.05, limit=narrow[0].size - 1) is None
+    M2 = M * (1 + 1e-14)
+    P.find_triplets(M2, 0.05, reuse_within=1e-10)
+    assert np.array_equal(P._last_search[0], M)  # reused, no new search
+    P.find_triplets(M2, 0.05)
+    assert np.array_equal(P._last_search[0], M2)  # searched again at M2
+    objective = P.objective(M)
+    P.find_triplets(M, 1.0)
+    assert P.objective(M) == objective

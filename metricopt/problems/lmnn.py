@@ -140,9 +140,32 @@ class LMNNProblem(Problem):
 
         return choose_search(self.n, dim) == "tree"
 
-    def find_triplets(self, M, margin=0.0, limit=None):
+    def find_triplets(self, M, margin=0.0, limit=None, reuse_within=0.0):
         """Every triplet with hinge argument ``1 + d_ij - d_il > -margin`` at ``M``:
-        ``(i, j, l, h)`` (``None`` above ``limit``), by the search of :attr:`search`."""
+        ``(i, j, l, h)`` (``None`` above ``limit``), by the search of :attr:`search`.
+
+        The last search is kept: a later call at the same ``M`` and a margin no wider filters it
+        instead of searching again (the JAX backend's re-check, the exact objective and the certificate
+        at one iterate then share one search). With ``reuse_within > 0`` a kept search at an ``M'``
+        with ``max|M - M'| <= reuse_within * max(1, max|M|)`` is reused too: its ``h`` are then those at
+        ``M'``, which only callers that use the triplets as a *selection* may accept (the certificate
+        choosing which multipliers to free: its bound is valid for any selection)."""
+        M = np.ascontiguousarray(M, dtype=np.float64)
+        kept = getattr(self, "_last_search", None)
+        if kept is not None and kept[1] >= margin and kept[0].shape == M.shape:
+            diff = float(np.abs(kept[0] - M).max())
+            if diff == 0.0 or diff <= reuse_within * max(1.0, float(np.abs(M).max())):
+                i, j, l, h = kept[2]
+                if margin < kept[1]:
+                    keep = h > -margin
+                    i, j, l, h = i[keep], j[keep], l[keep], h[keep]
+                return None if limit is not None and i.size > limit else (i, j, l, h)
+        found = self._search(M, margin, limit)
+        if found is not None:
+            self._last_search = (M.copy(), float(margin), found)
+        return found
+
+    def _search(self, M, margin, limit):
         Z = self.transformed(M)
         if self._use_tree(Z.shape[-1]):
             from ..balltree import tree_active_triplets
@@ -151,9 +174,10 @@ class LMNNProblem(Problem):
         return active_triplets(Z, self.y, self.target_neighbors, margin, limit=limit, clusters=self.clusters)
 
     def hinge_sum(self, M):
-        """``sum over all triplets of [1 + d_ij - d_il]_+`` at ``M``."""
+        """``sum over all triplets of [1 + d_ij - d_il]_+`` at ``M`` (never from a kept search: the
+        exact objective of an ``M`` does not depend on what was searched before)."""
         if self._use_tree(self.d):
-            return float(np.sum(np.maximum(self.find_triplets(M, 0.0)[3], 0.0)))
+            return float(np.sum(np.maximum(self._search(M, 0.0, None)[3], 0.0)))
         return hinge_total(self.transformed(M), self.y, self.target_neighbors, clusters=self.clusters)
 
     def triplet_rows(self, i, j, l):

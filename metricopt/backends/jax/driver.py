@@ -41,8 +41,8 @@ BLOWUP = 0.5
 MAX_REJECTIONS = 4
 #: smallest active-set capacity (padding bucket)
 MIN_CAPACITY = 256
-#: an active set smaller than 1/SHRINK_BELOW of its capacity moves down to its own bucket (the jitted loop
-#: then runs on less padding; JAX keeps one compiled loop per bucket, so a bucket compiles once)
+#: an active set smaller than 1/SHRINK_BELOW of its capacity moves down to the bucket of twice its size (the
+#: jitted loop then runs on less padding; JAX keeps one compiled loop per bucket, so a bucket compiles once)
 SHRINK_BELOW = 4
 #: the re-check interval grows up to this multiple of ``check_every`` (solvers with adaptive checks)
 MAX_CHECK_FACTOR = 8
@@ -186,8 +186,10 @@ class Run:
             act, size, val, h = found
             self.prev_sizes[idx] = size
             cap = act["mask"].shape[0]
-            # keep the capacity bucket unless the set became mostly padding
-            self.capacity[idx] = cap if size >= cap // SHRINK_BELOW else MIN_CAPACITY
+            # keep the capacity bucket unless the set became mostly padding; then move down to a bucket with
+            # room for twice the set (a set just above a power of two would otherwise move straight back up,
+            # and every bucket costs a compilation of the loop)
+            self.capacity[idx] = cap if size >= cap // SHRINK_BELOW else max(MIN_CAPACITY, 1 << (2 * size - 1).bit_length())
             new_viol += _new_violators(self.np_actives.get(idx), act, h)
             self.np_actives[idx] = act
             act_j = {k: jnp.asarray(v) for k, v in act.items()}
