@@ -33,6 +33,14 @@ from metricopt import datasets
 HERE = pathlib.Path(__file__).resolve().parent
 
 
+SMALL = {
+    "digits-300": lambda home: datasets.load_digits(),
+    "usps-300": datasets.load_usps,
+    "mnist-300": datasets.load_mnist_5k,
+    "breast_cancer-300": lambda home: datasets.load_breast_cancer(),
+}
+
+
 def load(name, data_home):
     if name == "digits-pca30":
         X, y = datasets.load_digits()
@@ -43,6 +51,12 @@ def load(name, data_home):
     elif name == "letter":
         X, y = datasets.load_letter_recognition(data_home)
         scale, pca = "standard", None
+    elif name in SMALL:
+        # issue 13's "n = 300, d = 30" sets: 300 points (stratified, seed 0), standardised, PCA to 30
+        X, y = SMALL[name](data_home)
+        keep, _ = next(iter(datasets.random_splits(y, n_splits=1, test_size=1.0 - 300 / len(y), seed=0)))
+        Xs, _ = datasets.preprocess(X[keep], None, scale="standard", pca=30 if X.shape[1] > 30 else None)
+        return Xs, y[keep]
     else:
         raise ValueError(name)
     train, _ = next(iter(datasets.random_splits(y, n_splits=1, test_size=0.3, seed=0)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -174,10 +175,12 @@ class LMNNProblem(Problem):
         return active_triplets(Z, self.y, self.target_neighbors, margin, limit=limit, clusters=self.clusters)
 
     def hinge_sum(self, M):
-        """``sum over all triplets of [1 + d_ij - d_il]_+`` at ``M`` (never from a kept search: the
-        exact objective of an ``M`` does not depend on what was searched before)."""
+        """``sum over all triplets of [1 + d_ij - d_il]_+`` at ``M``. With tree search, from the triplets
+        of :meth:`find_triplets` (a kept search at this very ``M`` serves), summed exactly rounded
+        (``math.fsum``) so that the value does not depend on which search produced them."""
         if self._use_tree(self.d):
-            return float(np.sum(np.maximum(self._search(M, 0.0, None)[3], 0.0)))
+            h = self.find_triplets(M, 0.0)[3]
+            return math.fsum(h[h > 0].tolist())
         return hinge_total(self.transformed(M), self.y, self.target_neighbors, clusters=self.clusters)
 
     def triplet_rows(self, i, j, l):
