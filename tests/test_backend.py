@@ -365,6 +365,26 @@ def test_exact_polish_from_a_first_order_solution_reaches_the_exact_optimum():
     assert polished.stats["working_set_size"] < cold.stats["working_set_size"]
 
 
+def test_exact_backend_starts_a_large_problem_from_a_first_order_point(monkeypatch):
+    """init="auto" (the default): above POLISH_ABOVE constraint entries the working set starts from the JAX
+    backend's point, and the answer is the same certified optimum as from M = I (init=None)."""
+    from metricopt.backends import cvxpy_backend
+
+    X, y = load_iris(return_X_y=True)
+    p = LMNNProblem(StandardScaler().fit_transform(X[::2]), y[::2])
+    assert p.n_triplets * p.d ** 2 <= cvxpy_backend.POLISH_ABOVE  # small: M = I by default
+    cold = p.solve()
+    assert cold.stats["init"] == "identity"
+    monkeypatch.setattr(cvxpy_backend, "POLISH_ABOVE", 0)
+    auto = p.solve()
+    assert auto.stats["init"].startswith("first-order point (backend='jax', tol 0.001: optimal")
+    assert p.solve(init=None).stats["init"] == "identity"
+    assert p.solve(init=np.eye(p.d)).stats["init"] == "given metric"
+    assert auto.status is Status.OPTIMAL and auto.certificate.rel_gap <= 1e-7
+    assert auto.objective == pytest.approx(cold.objective, rel=1e-7)
+    assert auto.stats["working_set_size"] < cold.stats["working_set_size"]
+
+
 def test_exact_polish_rejects_a_bad_init(iris42):
     X, y = iris42
     p = LMNNProblem(X, y)

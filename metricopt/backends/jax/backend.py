@@ -35,6 +35,7 @@ class Options:
     init: Any = None
     devices: Any = None
     callback: Callable | None = None
+    precondition: Any = "auto"
 
     @classmethod
     def resolve(cls, options: dict) -> "Options":
@@ -60,7 +61,16 @@ class Options:
                    check_every=check_int(opts.check_every, "check_every", low=1),
                    certify_every=check_int(opts.certify_every, "certify_every", low=1),
                    margin=check_real(opts.margin, "margin", low=0.0), time_limit=time_limit, init=opts.init,
-                   devices=opts.devices, callback=opts.callback)
+                   devices=opts.devices, callback=opts.callback,
+                   precondition=_check_precondition(opts.precondition))
+
+
+def _check_precondition(value):
+    if isinstance(value, str) and value == "auto":
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise InputError(f"precondition must be 'auto', True or False; got {value!r}.")
 
 
 #: the option names (for messages and the command line)
@@ -133,6 +143,13 @@ def solve(problem, **options):
         (``jax.sharding``; the metric and the data are replicated). ``None`` (default): one
         device. On several hosts, call ``jax.distributed.initialize()`` first; ``"all"`` then
         means every device of every host.
+    precondition : "auto", True or False, default "auto"
+        LMNN-type problems (full PSD ``M``): iterate on ``Z`` with ``M = T Z T``, ``T`` the inverse
+        square root of the normalised pull matrix (see :mod:`.geometry`, the "psd" geometry): the
+        same problem in coordinates where its linear part is isotropic. ``"auto"``: for the
+        smoothing solvers (FISTA) when the pull matrix's condition number exceeds
+        ``geometry.PRECONDITION_ABOVE`` (1e3); never for the reference subgradient method or the
+        online one.
     callback : callable, optional
         ``callback(info) -> bool | None``, called at every accepted re-check (a re-check undone
         by the rollback safeguard is not reported), *after* the exact objective and, where one is
@@ -152,8 +169,9 @@ def solve(problem, **options):
         (``stats["callback_time"]``). Used by :mod:`metricopt.early_stopping`.
     """
     opts = Options.resolve(options)
-    setup = Setup(problem)
     solver = opts.solver if isinstance(opts.solver, Solver) else SOLVERS[opts.solver]
+    precondition = ("auto" if solver.smoothing else False) if opts.precondition == "auto" else opts.precondition
+    setup = Setup(problem, precondition=precondition)
     if solver.unconstrained_only and not setup.factor:
         raise InputError(f"solver={solver.name!r} takes unconstrained steps and runs on a factor geometry only "
                          f"(problem.factored(r): M = L^T L); {problem.method} has the constrained geometry "

@@ -6,7 +6,17 @@ and ``V["b"]`` for POLA) and :meth:`Geometry.pack_grad` maps the terms' gradient
 (the chain rule). Three geometries cover the problems:
 
 ``"psd"`` (LMNN)
-    ``Z = M``, feasible set ``{M PSD}``.
+    ``Z = M``, feasible set ``{M PSD}``; **preconditioned** (the default of the smoothing
+    solvers): ``M = T Z T`` with ``T = (P / mean eig P)^{-1/2}`` for the problem's linear part
+    ``P`` (LMNN's pull matrix ``(1 - mu) sum C_ij``, plus a trace term's ``lam I``; by default only
+    when ``cond P > PRECONDITION_ABOVE``), so that the
+    linear part becomes isotropic in ``Z``: the same problem in the data whitened by the pull
+    (``x -> T x``), and ``Z PSD`` exactly when ``M PSD``. It only changes the solver's coordinates
+    (objective, certificates and results are in ``M``). Ill-conditioned features need it: 300
+    points of breast_cancer (``cond P = 7.8e3``) end ``iteration_limit`` after 20,000 FISTA
+    iterations without it and certify 1e-6 in 2,160 with it. Eigenvalues of ``P`` below
+    ``PRECONDITION_FLOOR`` times their mean are raised to it (``P`` singular: directions no pull
+    spans are left unscaled rather than blown up).
 ``"budget"`` (MMC)
     ``M = T Z T`` with ``T = S^{-1/2}`` for the similar-pair scatter ``S``, so that the
     budget ``<S, M> <= 1`` becomes ``trace(Z) <= 1``: the feasible set
@@ -79,6 +89,8 @@ class Geometry:
 
     kind: str = "psd"
     diagonal: bool = False
+    #: psd only: ``M = T Z T`` (a preconditioner ``T`` in ``gdata``)
+    scaled: bool = False
 
     def unpack(self, Z, gdata):
         if self.kind == "factor":
@@ -87,7 +99,7 @@ class Geometry:
                 L = a[:, None] * np.eye(a.shape[0])  # diag(a), with numpy or JAX arrays alike
                 return {"M": L * a[None, :], "L": L}
             return {"M": Z.T @ Z, "L": Z}
-        if self.kind == "budget":
+        if self.kind == "budget" or self.scaled:
             T = gdata["T"]
             return {"M": T @ Z @ T}
         if self.kind == "threshold":
@@ -107,7 +119,7 @@ class Geometry:
             G = 2.0 * Z @ (0.5 * (GM + GM.T))
             return G if GL is None else G + GL
         GM = grads.get("M", jnp.zeros_like(Z if self.kind != "threshold" else Z[:-1, :-1]))
-        if self.kind == "budget":
+        if self.kind == "budget" or self.scaled:
             T = gdata["T"]
             G = T @ GM @ T
             return jnp.diag(jnp.diag(G)) if self.diagonal else G
@@ -149,13 +161,19 @@ class Setup:
     """A problem as the JAX backend sees it: its geometry (from ``problem.geometry``), the geometry's
     data, and the maps between points ``V`` (numpy) and the solver's ``Z``."""
 
-    def __init__(self, problem):
+    def __init__(self, problem, precondition=False):
         ok, reason = accepts(problem)
         if not ok:
             raise InputError(reason)
         self.problem = problem
         self.declared = geo = problem.geometry
         self.gdata = {}
+        scaled = False
+        if precondition and geo.kind is GeometryKind.PSD and not geo.diagonal:
+            T = pull_preconditioner(problem, min_condition=PRECONDITION_ABOVE if precondition == "auto" else 1.0)
+            if T is not None:
+                self.gdata = {"T": T[0], "Tinv": T[1]}
+                scaled = True
         if geo.kind is GeometryKind.BUDGET:
             S = geo.budget
             if geo.diagonal:
@@ -168,7 +186,7 @@ class Setup:
                 if w[0] <= 1e-12 * max(w[-1], 1e-300):
                     raise InputError(_singular_budget_message(problem))
                 self.gdata = {"T": (U * w ** -0.5) @ U.T, "Tinv": (U * w ** 0.5) @ U.T}
-        self.geometry = Geometry(geo.kind.value, geo.diagonal)
+        self.geometry = Geometry(geo.kind.value, geo.diagonal, scaled)
 
     @property
     def factor(self):
@@ -199,6 +217,9 @@ class Setup:
                 raise InputError("init must have a positive similar-pair budget <S, M> for MMC.")
             Z = self.gdata["Tinv"] @ (M / budget) @ self.gdata["Tinv"]
             return np.diag(np.diag(Z)) if self.declared.diagonal else 0.5 * (Z + Z.T)
+        if self.geometry.scaled:
+            Z = self.gdata["Tinv"] @ M @ self.gdata["Tinv"]
+            return 0.5 * (Z + Z.T)
         if kind is GeometryKind.THRESHOLD:
             Z = np.zeros((M.shape[0] + 1,) * 2)
             Z[:-1, :-1] = M
@@ -217,6 +238,39 @@ class Setup:
             w, U = np.linalg.eigh(Xc.T @ Xc)
             return U[:, np.argsort(w)[::-1][: self.declared.rank]].T.copy()
         return self.from_point({"M": np.eye(self.problem.d), "b": 1.0})
+
+
+#: eigenvalues of the linear part below this fraction of their mean are raised to it (see the "psd" geometry)
+PRECONDITION_FLOOR = 1e-6
+
+
+#: ``precondition="auto"`` preconditions when the linear part's condition number exceeds this: on
+#: well-conditioned problems it changed little (digits PCA-30, cond 12: 9.5 s either way to 1e-3) and
+#: could slow the end-game (multi-metric iris, cond 105: 1e-5 not reached in 20,000 iterations with it,
+#: 2,600 without)
+PRECONDITION_ABOVE = 1e3
+
+
+def pull_preconditioner(problem, min_condition=1.0):
+    """``(T, T^{-1})`` with ``T = (P / mean eig P)^{-1/2}`` for the linear part ``P`` of ``problem``'s
+    terms (their declared dual pieces), or ``None`` when there is none to use (no linear part, a term
+    without a dual piece, ``P`` not positive semidefinite) or ``P``'s condition number is at most
+    ``min_condition``."""
+    from ...certify.dual import dual_summary
+    from ...errors import NotCertifiableError
+
+    try:
+        P = dual_summary(problem).P
+    except (NotCertifiableError, InputError):
+        return None
+    w, U = np.linalg.eigh(P)
+    mean = float(np.mean(w))
+    if not np.all(np.isfinite(w)) or mean <= 0 or w[0] < -1e-9 * mean:
+        return None
+    if w[-1] <= min_condition * max(w[0], 0.0):
+        return None
+    w = np.maximum(w / mean, PRECONDITION_FLOOR)
+    return (U * w ** -0.5) @ U.T, (U * w ** 0.5) @ U.T
 
 
 def _singular_budget_message(problem):
