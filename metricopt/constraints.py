@@ -6,6 +6,9 @@ block of anchor points against all points at a time (memory ``O(block * n)``).
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 
 from .linalg import sq_dists
@@ -132,9 +135,11 @@ def active_triplets(Z, y, targets, margin=0.0, block_size=None, limit=None, clus
 
 
 def hinge_total(Z, y, targets, block_size=None, clusters=None):
-    """``sum over all triplets of [1 + d_ij - d_il]_+`` (blocked, exact differences)."""
-    return float(sum(float(np.sum(h[h > 0])) for *_, h in iter_triplets(Z, y, targets, 0.0, block_size,
-                                                                          clusters=clusters)))
+    """``sum over all triplets of [1 + d_ij - d_il]_+`` (blocked, exact differences), summed exactly rounded
+    (``math.fsum``): the value depends on the hinge values only, not on the blocks or their order, so it equals
+    the exactly rounded sum of the ``h > 0`` of any search at the same ``Z`` (:func:`active_triplets`)."""
+    return math.fsum(itertools.chain.from_iterable(
+        h[h > 0].tolist() for *_, h in iter_triplets(Z, y, targets, 0.0, block_size, clusters=clusters)))
 
 
 def n_triplets(y, targets):

@@ -865,3 +865,20 @@ def test_wide_band_second_bound_is_valid_and_not_looser():
     assert narrow - 1e-9 * abs(upper) <= cert.lower <= f_opt + 1e-7 * abs(f_opt)
     wide, _ = lm.lmnn_lower_bound(P, V, upper, band=lm.WIDE_BAND, max_free=lm.WIDE_MAX_FREE)
     assert cert.lower == pytest.approx(max(narrow, wide), rel=1e-12, abs=1e-12)
+
+
+def test_rounding_level_negative_eigenvalues_are_not_reprojected():
+    """certify leaves an M whose negative eigenvalues are rounding (above -PSD_ROUNDING x scale) as it is, so
+    the certified M is the solver's iterate; milder-than-psd_tol but larger defects are still projected."""
+    from sklearn.datasets import load_iris
+
+    from metricopt.certify.core import PSD_ROUNDING
+
+    X, y = load_iris(return_X_y=True)
+    p = mo.LMNNProblem(X[::3], y[::3], k=3)
+    U = np.linalg.qr(np.random.default_rng(0).normal(size=(4, 4)))[0]
+    for defect, projected in ((-0.1 * PSD_ROUNDING, False), (-1e-9, True)):
+        M = (U * np.array([defect, 0.5, 1.0, 2.0])) @ U.T
+        cert = mo.certify(p, M, tol=1e-2)
+        assert ("psd projection change" in cert.details) is projected
+        assert cert.upper == pytest.approx(p.objective(project_psd(M)), rel=1e-9)

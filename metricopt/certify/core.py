@@ -52,6 +52,12 @@ def _find_certifier(problem, summary):
     )
 
 
+#: negative eigenvalues above ``-PSD_ROUNDING * max(1, max|M_ij|)`` are rounding (a PSD projection computed in
+#: float64 leaves such): ``M`` is then certified as it is, not re-projected (which would only trade one rounding
+#: for another, and would make the certified ``M`` differ from the iterate a solver just searched)
+PSD_ROUNDING = 1e-13
+
+
 def certify(problem: Any, M: Any, tol: float = 1e-6, psd_tol: float = 1e-7, feas_tol: float = 1e-6,
             **variables: float) -> Certificate:
     """Certify a candidate ``M`` (or a :class:`~metricopt.Solution`) of a convex problem.
@@ -71,7 +77,8 @@ def certify(problem: Any, M: Any, tol: float = 1e-6, psd_tol: float = 1e-7, feas
     psd_tol : float
         ``M`` whose smallest eigenvalue is below ``-psd_tol * max(1, max|M_ij|)`` is
         declared infeasible; milder negative eigenvalues are clipped (the upper bound
-        is then the objective at the projected, feasible ``M``).
+        is then the objective at the projected, feasible ``M``), except rounding-level
+        ones (above ``-PSD_ROUNDING`` times that scale), which are left as they are.
     feas_tol : float
         Relative tolerance on the problem's own constraints (MMC's budget, POLA's
         margins); candidates within it are rescaled onto the feasible set.
@@ -117,7 +124,7 @@ def certify(problem: Any, M: Any, tol: float = 1e-6, psd_tol: float = 1e-7, feas
             return Certificate.infeasible(
                 tol, problem.method, f"M must be diagonal for this problem; largest off-diagonal entry {off:.3g}")
         M = np.diag(np.clip(np.diag(M), 0.0, None))
-    elif lo < 0:
+    elif lo < -PSD_ROUNDING * scale:
         Mp = project_psd(M)
         details["psd projection change"] = float(np.linalg.norm(Mp - M))
         M = Mp

@@ -175,10 +175,13 @@ class LMNNProblem(Problem):
         return active_triplets(Z, self.y, self.target_neighbors, margin, limit=limit, clusters=self.clusters)
 
     def hinge_sum(self, M):
-        """``sum over all triplets of [1 + d_ij - d_il]_+`` at ``M``. With tree search, from the triplets
-        of :meth:`find_triplets` (a kept search at this very ``M`` serves), summed exactly rounded
-        (``math.fsum``) so that the value does not depend on which search produced them."""
-        if self._use_tree(self.d):
+        """``sum over all triplets of [1 + d_ij - d_il]_+`` at ``M``, exactly rounded (``math.fsum``, see
+        :func:`metricopt.constraints.hinge_total`): from the kept search when it was at this very ``M``
+        (see :meth:`find_triplets`; the same value as a fresh sum, bit for bit), else by a search."""
+        kept = getattr(self, "_last_search", None)
+        M = np.ascontiguousarray(M, dtype=np.float64)
+        if self._use_tree(self.d) or (kept is not None and kept[1] >= 0.0 and kept[0].shape == M.shape
+                                      and np.array_equal(kept[0], M)):
             h = self.find_triplets(M, 0.0)[3]
             return math.fsum(h[h > 0].tolist())
         return hinge_total(self.transformed(M), self.y, self.target_neighbors, clusters=self.clusters)

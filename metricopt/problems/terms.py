@@ -29,6 +29,8 @@ New losses and regularizers are added by subclassing :class:`Term`; the registry
 
 from __future__ import annotations
 
+import math
+
 import cvxpy as cp
 import numpy as np
 
@@ -437,7 +439,7 @@ class TripletHinge(Term):
         active["mask"][:size] = 1.0
         hp = np.full(cap, -np.inf)
         hp[:size] = h
-        return active, size, self.weight * float(np.sum(h[h > 0])), hp
+        return active, size, self.weight * math.fsum(h[h > 0].tolist()), hp  # as hinge_sum: exactly rounded
 
     @staticmethod
     def jax_dense(n, capacity):
