@@ -59,8 +59,6 @@ WIDE_MIN_TOL = 1e-5
 MAX_FREE_ENTRIES = 20_000_000
 #: a kept search at an M this close (relative, max-norm) selects the free multipliers (see _search)
 REUSE_WITHIN = 1e-10
-#: the restricted dual is solved to ACCURACY * tol * |objective| (absolute): a tenth of what the certificate needs
-ACCURACY = 0.1
 #: up to this many free multipliers the dedicated rank-two solver (:mod:`.rank2_dual`, O(m^2 d + m^3) per Newton
 #: step) is used; beyond it, or when it cannot start (P singular) or with a Frobenius term, the CVXPY program
 RANK2_MAX_FREE = 1500
