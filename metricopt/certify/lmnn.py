@@ -57,7 +57,7 @@ WIDE_MIN_TOL = 1e-5
 #: largest size (free multipliers x d^2) of the restricted dual's dense constraint block; beyond it the
 #: free multipliers are capped (the bound stays valid, only looser): d <= 70 keeps MAX_FREE, d = 100 2000
 MAX_FREE_ENTRIES = 20_000_000
-#: a kept search at an M this close (relative, max-norm) selects the free multipliers (see _search)
+#: a kept search at an M this close (relative, max-norm) selects the free multipliers
 REUSE_WITHIN = 1e-10
 #: up to this many free multipliers the dedicated rank-two solver (:mod:`.rank2_dual`, O(m^2 d + m^3) per Newton
 #: step) is used; beyond it, or when it cannot start (P singular) or with a Frobenius term, the CVXPY program
@@ -92,13 +92,6 @@ def _restricted_dual(problem, P, lam, mu, Tv, Tn, Bv, accuracy):
     tv = float(np.clip(t.value, 0, mu))
     an = np.clip(a.value, 0, mu) if a is not None else np.zeros(0)
     return np.full(len(Tv), tv), an
-
-
-def _search(problem, M, band):
-    try:
-        return problem.find_triplets(M, margin=band, reuse_within=REUSE_WITHIN)
-    except TypeError:  # a problem whose search takes no reuse_within
-        return problem.find_triplets(M, margin=band)
 
 
 def _scatter(problem, T, w):
@@ -179,7 +172,7 @@ def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE, summary=No
     max_free = min(int(max_free), max(1, MAX_FREE_ENTRIES // problem.d ** 2))
     # which multipliers are free is a selection only (the bound holds for any): a search at an M within
     # rounding of this one (the JAX backend's re-check of the same iterate, before the PSD clean-up) serves
-    i, j, l, h = _search(problem, V["M"], band)
+    i, j, l, h = problem.find_triplets(V["M"], margin=band, reuse_within=REUSE_WITHIN)
     T = np.stack([i, j, l], 1)
     viol = h > band
     near = ~viol

@@ -12,7 +12,7 @@ from .._validation import check_choice, check_classes, check_int, check_real, ch
 from ..constraints import active_triplets, hinge_total, n_triplets
 from ..constraints import target_neighbors as default_target_neighbors
 from ..errors import InputError
-from ..linalg import pair_rows, pair_scatter
+from ..linalg import pair_scatter
 from .base import Problem
 from .terms import Linear, Term, TripletHinge
 
@@ -187,9 +187,9 @@ class LMNNProblem(Problem):
         return hinge_total(self.transformed(M), self.y, self.target_neighbors, clusters=self.clusters)
 
     def triplet_rows(self, i, j, l):
-        """Rows ``A_t`` with ``A_t . vec(M) = d_M(x_i, x_l) - d_M(x_i, x_j)``."""
-        Xl = self.X_lifted
-        return pair_rows(Xl, *self.lift(i, l)) - pair_rows(Xl, *self.lift(i, j))
+        """Rows ``A_t`` with ``A_t . vec(M) = d_M(x_i, x_l) - d_M(x_i, x_j)`` (from :meth:`triplet_factors`)."""
+        U, V = self.triplet_factors(i, j, l)
+        return (U[:, :, None] * U[:, None, :] - V[:, :, None] * V[:, None, :]).reshape(U.shape[0], -1)
 
     def triplet_factors(self, i, j, l):
         """``(U, V)`` with rows ``u_t = x_i - x_l`` and ``v_t = x_i - x_j`` (lifted), so that the row
