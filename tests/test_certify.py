@@ -324,6 +324,26 @@ def test_lmnn_degenerate_bounds_stay_valid(case):
         check_candidate(p, M, sol, mo.certify(p, M), bf, name)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_lmnn_constant_features_certify_on_the_range_of_P(seed):
+    # a constant feature makes P singular; every triplet matrix vanishes there too, so the scaled bound holds on
+    # the range of P: the exact optimum certifies (the bisection on P - sB PSD alone left rel. gaps of 0.25-0.39
+    # on such data, seeds 0, 2, 4, and the status read optimal_inaccurate)
+    rng = np.random.default_rng(seed)
+    y = np.repeat([0, 1, 2], 12)
+    X = rng.normal(size=(36, 5)) + 1.5 * rng.normal(size=(3, 5))[y]
+    X[:, 2] = 0.0
+    if seed:
+        X[:, 4] = 3.0
+    p = mo.LMNNProblem(X, y, k=3, mu=0.5)
+    assert np.linalg.eigvalsh(p.terms[0].P)[0] <= 1e-12
+    sol = lmnn_reference(p)
+    c = mo.certify(p, sol)
+    assert c.details["dual form"] == f"scaled on the range of P (rank {5 - 1 - seed} of 5)"
+    assert c.verdict == OPT and c.rel_gap <= 1e-8, c.report()
+    assert c.lower <= sol.objective + vtol(sol.objective)
+
+
 @pytest.mark.parametrize("reg", [None, Frobenius(0.3), Trace(0.3)])
 def test_lmnn_mu_zero_optimum_is_zero_at_zero(reg):
     rng = np.random.default_rng(3)

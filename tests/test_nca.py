@@ -132,7 +132,8 @@ def test_every_solver_of_the_loop_reaches_a_stationary_point(solver):
     y = y.copy()
     y[[0, 12]] = y[[12, 0]]  # two swapped labels: no map separates the classes, so g has a finite optimum
     p = mo.NCAProblem(X, y, n_components=2, objective="g")
-    sol = mo.solve(p, backend="jax", solver=solver, max_iter=3000)
+    # the paper's nonlinear CG needs 3,260 iterations here with jax 0.10.2 (3,000 was on the edge)
+    sol = mo.solve(p, backend="jax", solver=solver, max_iter=10_000 if solver == "cg" else 3000)
     assert sol.status is Status.STATIONARY, sol.message
     assert sol.solver == solver
     start = p.objective_at(mo.backends.jax.geometry.Setup(p).initial_point())

@@ -21,7 +21,12 @@ weak-duality bound :math:`g(\alpha) = \sum_t \alpha_t + \min_{M \succeq 0} \lang
   :math:`LB(s) = s \sum_t \alpha_t + U \min(0, 1 - s\gamma)` (the optimum lies in
   :math:`\{\langle P, M\rangle \le U\}`, on which :math:`\langle P - sB, M\rangle \ge
   \min(0, 1 - s\gamma) U`).
-* :math:`\lambda = 0`, :math:`P` singular: :math:`LB = s \sum_t \alpha_t` for the
+* :math:`\lambda = 0`, :math:`P` singular, :math:`B` supported on the range of :math:`P`
+  (:math:`B = Q Q^\top B Q Q^\top`, :math:`Q` an orthonormal basis of the range; a constant
+  feature or data in a subspace): :math:`\langle P - sB, M\rangle = \langle Q^\top (P - sB) Q,
+  Q^\top M Q\rangle` with :math:`Q^\top P Q \succ 0` and :math:`Q^\top M Q \succeq 0`, so the
+  previous case applies to the pencil :math:`(Q^\top B Q, Q^\top P Q)`.
+* otherwise (:math:`P` singular): :math:`LB = s \sum_t \alpha_t` for the
   largest :math:`s` with :math:`P - sB \succeq 0` (found by bisection on exact
   eigenvalues).
 
@@ -57,6 +62,9 @@ WIDE_MIN_TOL = 1e-5
 #: largest size (free multipliers x d^2) of the restricted dual's dense constraint block; beyond it the
 #: free multipliers are capped (the bound stays valid, only looser): d <= 70 keeps MAX_FREE, d = 100 2000
 MAX_FREE_ENTRIES = 20_000_000
+#: P singular: B counts as living on the range of P when its part outside is below this, relative (rounding of
+#: the eigenvectors; a constant feature gives exact zeros)
+SUPPORT_RTOL = 1e-10
 #: a kept search at an M this close (relative, max-norm) selects the free multipliers
 REUSE_WITHIN = 1e-10
 #: up to this many free multipliers the dedicated rank-two solver (:mod:`.rank2_dual`, O(m^2 d + m^3) per Newton
@@ -98,6 +106,17 @@ def _scatter(problem, T, w):
     return problem.triplet_scatter(T[:, 0], T[:, 1], T[:, 2], w)
 
 
+def _scaled_bound(P, B, alpha_sum, smax, upper):
+    """``max_s s sum(alpha) + U min(0, 1 - s gamma)`` over ``s in {smax, 1/gamma}``, ``gamma`` the largest
+    generalised eigenvalue of ``(B, P)``, ``P`` positive definite (the module docstring's second case)."""
+    gamma = float(scipy.linalg.eigh(B, P, eigvals_only=True, subset_by_index=[P.shape[0] - 1] * 2)[0])
+    gamma = gamma * (1 + 1e-10) + 1e-14 * abs(gamma)  # guard against rounding in the eigensolver
+    cands = [smax]
+    if gamma > 0:
+        cands.append(min(smax, 1.0 / gamma))
+    return max(s * alpha_sum + upper * min(0.0, 1.0 - s * gamma) for s in cands)
+
+
 def bound_from_alpha(P, lam, mu, B, alpha_sum, alpha_max, upper):
     """The weak-duality bound for one dual point (see the module docstring)."""
     if alpha_sum <= 0:
@@ -107,15 +126,16 @@ def bound_from_alpha(P, lam, mu, B, alpha_sum, alpha_max, upper):
         lb = alpha_sum - float(np.sum(np.clip(w, 0, None) ** 2)) / (2 * lam)
         return lb, {"dual form": "Frobenius-regularised (closed form)"}
     smax = mu / alpha_max
-    wP = np.linalg.eigvalsh(P)
+    wP, VP = np.linalg.eigh(P)
     if wP[0] > 1e-12 * max(wP[-1], 1e-300):
-        gamma = float(scipy.linalg.eigh(B, P, eigvals_only=True, subset_by_index=[P.shape[0] - 1] * 2)[0])
-        gamma = gamma * (1 + 1e-10) + 1e-14 * abs(gamma)  # guard against rounding in the eigensolver
-        cands = [smax]
-        if gamma > 0:
-            cands.append(min(smax, 1.0 / gamma))
-        best = max(s * alpha_sum + upper * min(0.0, 1.0 - s * gamma) for s in cands)
-        return best, {"dual form": "scaled (P positive definite)", "gamma": gamma}
+        return _scaled_bound(P, B, alpha_sum, smax, upper), {"dual form": "scaled (P positive definite)"}
+    Q = VP[:, wP > 1e-12 * max(wP[-1], 1e-300)]
+    if Q.shape[1]:
+        Bq = symmetrize(Q.T @ B @ Q)
+        if np.linalg.norm(B - Q @ Bq @ Q.T) <= SUPPORT_RTOL * np.linalg.norm(B):
+            # B lives on the range of P (a constant feature, data in a subspace): the scaled bound holds there
+            return (_scaled_bound(symmetrize(Q.T @ P @ Q), Bq, alpha_sum, smax, upper),
+                    {"dual form": f"scaled on the range of P (rank {Q.shape[1]} of {P.shape[0]})"})
     lo, hi = 0.0, smax
     if np.linalg.eigvalsh(P - hi * B)[0] >= 0:
         lo = hi
