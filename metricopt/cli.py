@@ -49,7 +49,7 @@ import numpy as np
 DATASETS = ("wine", "iris", "breast_cancer", "digits")
 METHODS = ("lmnn", "mmc", "pola")
 #: methods of ``metricopt fit`` (NCA is non-convex: the JAX backend, reported stationary)
-FIT_METHODS = METHODS + ("nca", "mlcc")
+FIT_METHODS = METHODS + ("nca", "mlcc", "gerrymander")
 #: closed-form baselines of ``metricopt fit`` (no solver, no certificate)
 BASELINES = ("pca", "whitening", "lda", "rca")
 FIT_METHODS += BASELINES
@@ -362,8 +362,11 @@ def _pca_value(text):
 def _make_estimator(args):
     """The estimator of ``--method`` with the options given (``--tol`` / ``--max-iter`` unset: the
     backend's defaults, as the estimators resolve them)."""
-    from . import LDA, LMNN, MLCC, MMC, NCA, PCA, POLA, RCA, Whitening
+    from . import LDA, LMNN, MLCC, MMC, NCA, PCA, POLA, RCA, GerrymanderingKNN, Whitening
 
+    if args.method == "gerrymander":
+        return GerrymanderingKNN(k=args.k, C=args.C, solver=args.solver or "sgd", tol=args.tol, max_iter=args.max_iter,
+                                 verbose=not args.quiet)
     if args.method in BASELINES:
         return {"pca": lambda: PCA(n_components=args.n_components), "whitening": Whitening,
                 "lda": lambda: LDA(n_components=args.n_components), "rca": RCA}[args.method]()
@@ -394,11 +397,16 @@ def fit(args):
             raise InputError(f"--method {args.method} is computed in closed form (an eigendecomposition); it takes no "
                              "--backend.")
         args.backend = "closed form"
+    if args.method == "gerrymander":
+        if args.backend is not None:
+            raise InputError("--method gerrymander has its own solvers (--solver sgd, cccp or paper; cccp solves "
+                             "certified convex steps with the exact backend); it takes no --backend.")
+        args.backend = "own solvers"
     if args.backend is None:
         args.backend = "jax" if args.method == "nca" else "cvxpy"
     if args.method == "nca" and args.backend != "jax":
         raise InputError("NCA is not convex: it has no exact conic program. Use --backend jax (the default for nca).")
-    if args.time_limit is not None and args.backend != "jax":
+    if args.time_limit is not None and args.backend not in ("jax", "own solvers"):
         raise InputError("--time-limit applies to --backend jax only; the exact backend stops on --max-iter.")
     k = check_int(args.k, "k", low=1)
     check_real(args.test_size, "test-size", low=0.0, high=1.0, low_open=True)
@@ -615,7 +623,8 @@ def build_parser():
                                    "after, and save the model.")
     f.add_argument("--method", choices=FIT_METHODS, default="lmnn",
                    help="lmnn, mmc, pola (convex, certified), mlcc (convex, uncertified), nca (non-convex, JAX "
-                        "loop, reported stationary) or a "
+                        "loop, reported stationary), gerrymander (non-convex; sgd, or cccp with certified convex "
+                        "steps) or a "
                         "closed-form baseline: pca, whitening, lda, rca")
     f.add_argument("--data", required=True, help=data_help)
     f.add_argument("--data-dir", default=None, help="data folder of the file sets (default $METRICOPT_DATA)")
@@ -623,10 +632,12 @@ def build_parser():
                    help="cvxpy: exact conic program (default for lmnn, mmc, pola); jax: first-order solver stopped "
                         "at a certified gap, or at a stationary point for nca (its default)")
     f.add_argument("--solver", default=None,
-                   help="SCS or CLARABEL (cvxpy); fista or subgradient (jax); lbfgs, newton or cg (nca)")
+                   help="SCS or CLARABEL (cvxpy); fista or subgradient (jax); lbfgs, newton or cg (nca); sgd, cccp "
+                        "or paper (gerrymander)")
     f.add_argument("--k", type=int, default=3, help="LMNN target neighbours and the k of the kNN rule (default 3)")
     f.add_argument("--mu", type=float, default=0.5, help="LMNN push weight (default 0.5)")
-    f.add_argument("--C", type=float, default=1.0, help="POLA soft-margin weight (default 1.0)")
+    f.add_argument("--C", type=float, default=1.0, help="POLA soft-margin weight, gerrymander's surrogate weight "
+                   "(default 1.0)")
     f.add_argument("--diagonal", action="store_true", help="MMC: learn a diagonal metric")
     f.add_argument("--n-components", type=int, default=None,
                    help="NCA, PCA, LDA: output dimension (default: all features; LDA: classes - 1)")

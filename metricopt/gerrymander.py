@@ -33,7 +33,10 @@ and the per-point surrogate :math:`L = [S(\hat h) + \Lambda(y, \hat h)] - S(h^*)
 is exact (proof in its docstring); :func:`paper_targeted_inference` is a greedy
 reading of the paper's Algorithm 2, kept for comparison, which can miss the
 optimum. :func:`latent_knn_predict` is the prediction rule (majority of the
-``k`` nearest, ties broken by the nearest of the tied classes).
+``k`` nearest, ties broken by the nearest of the tied classes). For training,
+:func:`infer_all` runs both inferences for every point on a distance matrix,
+vectorised over blocks of rows, and :func:`infer_rows` for some rows (a
+minibatch) from the data and the metric (:func:`metric_distances`).
 
 Conventions
 -----------
@@ -51,7 +54,7 @@ import numbers
 
 import numpy as np
 
-from ._validation import check_choice, check_int
+from ._validation import check_choice, check_int, check_X
 from .errors import InputError
 from .knn import _k_smallest_stable
 
@@ -65,6 +68,8 @@ __all__ = [
     "loss_augmented_inference",
     "latent_knn_predict",
     "infer_all",
+    "infer_rows",
+    "metric_distances",
 ]
 
 #: inference procedures accepted by :func:`infer_all`
@@ -90,9 +95,10 @@ def _check_distances(dist, name, ndim):
     if arr.ndim != ndim:
         shape = "(n_candidates,)" if ndim == 1 else "(n_queries, n_candidates)"
         raise InputError(f"{name} must be a {ndim}-D array of shape {shape}; got shape {arr.shape}.")
-    if not np.all(np.isfinite(arr)):
+    lo, hi = (arr.min(), arr.max()) if arr.size else (0.0, 0.0)  # NaN propagates: no n x n temporary
+    if not (np.isfinite(lo) and np.isfinite(hi)):
         raise InputError(f"{name} contains NaN or infinite distances; every candidate needs a finite distance.")
-    if arr.size and arr.min() < 0:
+    if lo < 0:
         raise InputError(
             f"{name} contains negative distances (smallest {arr.min():.3g}); distances must be >= 0. "
             f"If they come from rounding (e.g. |a|^2 + |b|^2 - 2 a.b), pass np.maximum({name}, 0)."
@@ -253,7 +259,10 @@ def _exact_core(d, code, rank, t, k, tau):
     if not np.any(feasible):
         return None
     own_cost = np.concatenate(([0.0], np.cumsum(d[own])))[cs]
-    cost = own_cost + np.where(take, d[other][None, :], 0.0).sum(axis=1)
+    # sequential sums (cumsum), nearest first: the block path (_exact_block) adds the same numbers in the same
+    # order, so both compare bit-identical totals and break equal totals alike
+    fill = np.cumsum(np.where(take, d[other][None, :], 0.0), axis=1)[:, -1] if other.size else np.zeros(cs.size)
+    cost = own_cost + fill
     cost[~feasible] = np.inf
     best = int(np.argmin(cost))  # the smallest own count among equal costs
     return np.concatenate((own[: cs[best]], other[take[best]]))
@@ -594,9 +603,9 @@ def latent_knn_predict(D, y_train, k, classes=None):
 
 @dataclasses.dataclass(frozen=True)
 class InferenceResult:
-    r"""Both inferences for every training point (see :func:`infer_all`).
+    r"""Both inferences for every training point, or for some query rows (:func:`infer_all`, :func:`infer_rows`).
 
-    Attributes
+    Attributes (shapes for ``n`` rows; :func:`infer_rows` gives one per query row)
     ----------
     h_star : ndarray of shape (n, k), int
         :math:`h^*_i`, the best set that ``y_i`` wins strictly, indices sorted.
@@ -649,7 +658,226 @@ def _check_class_sizes(codes, classes, k):
         )
 
 
-def infer_all(Dmat, y, k, loss=None, classes=None, inference="exact", block_size=512):
+# ---------------------------------------------------------------------------
+# blocks of queries: the per-row loop (reference, and the paper's greedy) and the vectorised exact path
+# ---------------------------------------------------------------------------
+
+
+def _rowwise_block(D, rows, codes, k, loss, greedy):
+    """Both inferences, one query at a time, for the rows ``rows`` whose distances are ``D`` (``(b, n)``).
+
+    ``D[r]`` holds the distances of training point ``rows[r]`` to all ``n`` points (its own entry
+    ignored). Returns ``(h_star, score_star, h_hat, score_hat, y_hat)``; the reference for
+    :func:`_exact_block` and the path of ``inference="paper"``.
+    """
+    b, n = D.shape
+    n_classes = loss.shape[0]
+    out = (np.empty((b, k), dtype=np.intp), np.empty(b), np.empty((b, k), dtype=np.intp), np.empty(b),
+           np.empty(b, dtype=np.intp))
+    h_star, score_star, h_hat, score_hat, y_hat = out
+    Dc = D.copy()
+    Dc[np.arange(b), rows] = np.inf  # sorted last, then cut off
+    order, sc, rank, keep = _sorted_block(Dc, codes, k, n_classes, n - 1)
+    for r, i in enumerate(rows):
+        row = D[r]
+        idx, code, rk = order[r, keep[r]], sc[r, keep[r]], rank[r, keep[r]]
+        d = row[idx]
+        t = codes[i]
+        pos = _greedy_core(d, code, t, k, 1, n_classes) if greedy else _exact_core(d, code, rk, t, k, 1)
+        if pos is None:  # excluded by _check_class_sizes; kept as a guard
+            raise InputError(f"no correct latent set for training point {i}; use a smaller k.")
+        h_star[r] = np.sort(idx[pos])
+        score_star[r] = -float(np.sum(row[h_star[r]]))
+        h_hat[r], score_hat[r], y_hat[r] = _loss_augmented_row(row, idx, d, code, rk, t, k, loss, greedy)
+    return out
+
+
+def _class_layout(codes, n_classes):
+    """``(perm, start, inv)``: the points grouped by class (ascending index within a class); class ``a`` is
+    ``perm[start[a]:start[a + 1]]``, and point ``j`` sits at ``inv[j]`` in ``perm``."""
+    perm = np.argsort(codes, kind="stable")
+    inv = np.empty_like(perm)
+    inv[perm] = np.arange(perm.size)
+    return perm, np.searchsorted(codes[perm], np.arange(n_classes + 1)), inv
+
+
+def _class_nearest(D, rows, codes, layout, k):
+    """Each query's ``k`` nearest candidates of every class, by (distance, index), itself excluded.
+
+    ``D`` holds the distances of the queries ``rows`` to all points, its columns in the order ``perm``
+    (classes in turn); the queries' own entries are overwritten with ``+inf``. Per class: the ``k``-th
+    smallest distance by a partition, the candidates up to it, and among those at exactly that distance
+    the lowest indices. Returns ``dist`` and ``idx`` of shape ``(b, R, k)``; a class with fewer than
+    ``k`` candidates is padded with distance ``+inf`` and index ``n``.
+    """
+    perm, start, inv = layout
+    b = rows.size
+    n = perm.size
+    n_classes = start.size - 1
+    D[np.arange(b), inv[rows]] = np.inf  # the query itself: never kept unless its class has <= k points
+    group, col, thr = [], [], []
+    for a in range(n_classes):
+        lo, hi = start[a], start[a + 1]
+        if hi == lo:
+            continue
+        S = D[:, lo:hi]
+        v = np.partition(S, k - 1, axis=1)[:, k - 1] if hi - lo > k else np.full(b, np.inf)
+        r, p = np.divmod(np.flatnonzero(S <= v[:, None]), hi - lo)  # by query, then index
+        group.append(r + a * b)
+        col.append(p + lo)
+        thr.append(v[r])
+    group, col, thr = np.concatenate(group), np.concatenate(col), np.concatenate(thr)
+    r = group % b
+    d = D[r, col]
+    first = np.searchsorted(group, np.arange(n_classes * b + 1))
+    if np.any(np.diff(first) > k):  # ties at the k-th distance: keep the lowest indices among them
+        lt = d < thr
+        eq = np.cumsum(~lt)
+        eq_rank = eq - np.concatenate(([0], eq))[first[:-1]][group]
+        keep = lt | (eq_rank <= k - np.bincount(group[lt], minlength=n_classes * b)[group])
+        group, col, d = group[keep], col[keep], d[keep]
+        first = np.searchsorted(group, np.arange(n_classes * b + 1))
+    slot = np.arange(group.size) - first[group]
+    dist = np.full((n_classes * b, k), np.inf)
+    idx = np.full((n_classes * b, k), n, dtype=np.intp)
+    dist[group, slot] = d
+    idx[group, slot] = perm[col]
+    order = np.argsort(dist, axis=-1, kind="stable")  # slots are in index order: (distance, index)
+    dist = np.take_along_axis(dist, order, axis=-1).reshape(n_classes, b, k).transpose(1, 0, 2)
+    idx = np.take_along_axis(idx, order, axis=-1).reshape(n_classes, b, k).transpose(1, 0, 2)
+    dist, idx = np.ascontiguousarray(dist), np.ascontiguousarray(idx)
+    idx[np.isinf(dist)] = n  # the query itself, kept only from a class of at most k candidates
+    return dist, idx
+
+
+def _merged_prefixes(dist, idx, k):
+    """For each query and each cap ``m = 0..k``: the first ``k`` candidates, nearest first, among the
+    ``m`` nearest of every class.
+
+    Returns ``((d, cls, ix, ok), (md, mc))``: the first four ``(b, k + 1, k)``, distance, class, index
+    and whether the slot holds a candidate (fewer than ``k`` when few are eligible); ``md`` and ``mc``
+    ``(b, L)``, the nearest ``L >= k`` kept candidates by (distance, index).
+    """
+    b, n_classes, _ = dist.shape
+    rb = np.arange(b)[:, None]
+    # Only the first k (k - 1) + 1 candidates in the merged order matter, and only from the k classes with
+    # the nearest first candidates: with k classes present, every cap m >= 1 has k candidates up to the
+    # k-th of the classes' nearest, and before it come only the candidates of the k - 1 classes met
+    # earlier (k each at most); with fewer classes, all kept candidates are among them.
+    # (distance, index) order through complex keys, which sort by real part, then imaginary part.
+    near = min(n_classes, k)
+    cls = np.argsort(dist[:, :, 0] + 1j * idx[:, :, 0], axis=1)[:, :near]  # (b, near)
+    sd = dist[rb, cls].reshape(b, -1)
+    si = idx[rb, cls].reshape(b, -1)
+    order = np.argsort(sd + 1j * si, axis=1)[:, :k * (k - 1) + 1]
+    md = np.take_along_axis(sd, order, axis=1)
+    mi = np.take_along_axis(si, order, axis=1)
+    mc = np.take_along_axis(cls, order // k, axis=1)
+    mr = np.where(np.isinf(md), k, order % k)  # rank within the class; padding: never eligible
+    eligible = mr[:, None, :] < np.arange(k + 1)[None, :, None]  # (b, k + 1, L)
+    first = np.argsort(~eligible, axis=-1, kind="stable")[:, :, :k]  # eligible first, in merged order
+    ok = np.take_along_axis(eligible, first, axis=-1)
+    prefixes = (np.take_along_axis(md[:, None, :], first, axis=-1), np.take_along_axis(mc[:, None, :], first, axis=-1),
+                np.take_along_axis(mi[:, None, :], first, axis=-1), ok)
+    return prefixes, (md, mc)
+
+
+def _targeted_pairs(D, colmap, r, t, tau, dist, idx, prefixes, k):
+    """Exact targeted inference for the pairs (query ``r[p]``, target class ``t[p]``) at once.
+
+    The same as :func:`_exact_core` on each query's shortlist: for each own count ``c = 1..k``, the
+    ``c`` nearest of the target plus the ``k - c`` nearest others of within-class rank ``< c - tau``.
+    Those others lie among the first ``k`` candidates of the cap ``m = c - tau`` (at most ``m`` of them
+    are of the target), so the ``(b, k + 1, k)`` prefixes suffice; own counts that cannot win fail the
+    count of available others. Sums run nearest first, as there, so totals and their ties are the same.
+
+    Returns ``(ok, h, score, member_cls)``: ``ok`` ``(P,)`` whether a set exists, ``h`` ``(P, k)``
+    (sorted; zeros where not ok), ``score`` ``(P,)`` its :math:`S` (summed as the one-query functions
+    do), and ``member_cls`` ``(P, 2 k)`` the classes of its members (``-1`` in the unused slots).
+    """
+    pd, pc, pi, pok = prefixes
+    n_pairs = r.size
+    n = colmap.size
+    rp = np.arange(n_pairs)
+    c = np.arange(1, k + 1)
+    need = k - c
+    at = (r[:, None], c - tau)  # the prefix of cap c - tau, for each own count c: (P, c, slot)
+    fd, fc, fi, fok = pd[at], pc[at], pi[at], pok[at]
+    other = fok & (fc != t[:, None, None])
+    n_other = np.cumsum(other, axis=-1)
+    take = other & (n_other <= need[:, None])
+    own_d = dist[r, t]  # (P, k), +inf past the class's candidates
+    feasible = (n_other[..., -1] >= need) & np.isfinite(own_d)
+    fill = np.cumsum(np.where(take, fd, 0.0), axis=-1)[..., -1]
+    cost = np.where(feasible, np.cumsum(own_d, axis=-1) + fill, np.inf)
+    best = np.argmin(cost, axis=-1)  # the smallest own count among equal totals
+    ok = np.any(feasible, axis=-1)
+    take_best = take[rp, best]  # (P, slot)
+    own_in = np.arange(k) <= best[:, None]
+    members = np.concatenate((np.where(own_in, idx[r, t], n), np.where(take_best, fi[rp, best], n)), axis=-1)
+    h = np.where(ok[:, None], np.sort(members, axis=-1)[:, :k], 0)
+    score = -D[r[:, None], colmap[h]].sum(axis=-1)
+    member_cls = np.concatenate((np.where(own_in, t[:, None], -1), np.where(take_best, fc[rp, best], -1)), axis=-1)
+    return ok, h, score, member_cls
+
+
+def _worst_winners(member_cls, loss_of):
+    """For each set (row of class labels, ``-1`` unused): the tied winner with the largest loss, the first
+    class among equal losses (as :func:`_worst_winner`); ``loss_of`` gives each member's loss."""
+    used = member_cls >= 0
+    count = np.sum((member_cls[:, :, None] == member_cls[:, None, :]) & used[:, None, :], axis=-1)
+    count[~used] = -1
+    winner = count == count.max(axis=1, keepdims=True)
+    lw = np.where(winner, loss_of, -np.inf)
+    top = winner & (lw == lw.max(axis=1, keepdims=True))
+    return np.min(np.where(top, member_cls, np.iinfo(np.intp).max), axis=1)
+
+
+def _exact_block(D, rows, codes, layout, k, loss):
+    """Both exact inferences for the queries ``rows`` at once (``D`` as in :func:`_class_nearest`).
+
+    Identical to :func:`_rowwise_block` with ``greedy=False`` on the same distances: the same sets, the
+    same scores bit for bit. The loss-augmented inference skips the classes whose bound
+    ``min_c [own c nearest + overall k - c nearest] - max loss`` proves them worse than a set already
+    known (``h*``, the ``k`` nearest). Work per query: one selection pass over its ``n`` distances,
+    then ``O(R k^2)`` plus ``O(k^2)`` per class not skipped.
+    """
+    b = rows.size
+    n_classes = loss.shape[0]
+    y = codes[rows]
+    rb = np.arange(b)
+    colmap = layout[2]
+    dist, idx = _class_nearest(D, rows, codes, layout, k)
+    prefixes, (md, mc) = _merged_prefixes(dist, idx, k)
+    ok, h_star, score_star, _ = _targeted_pairs(D, colmap, rb, y, 1, dist, idx, prefixes, k)
+    if not np.all(ok):  # excluded by _check_class_sizes; kept as a guard
+        raise InputError(f"no correct latent set for training point {rows[np.flatnonzero(~ok)[0]]}; "
+                         "use a smaller k.")
+    # bound: a set won by t with c own members costs at least its c nearest plus the k - c nearest of all
+    lrow = loss[y]
+    near = np.concatenate((np.zeros((b, 1)), np.cumsum(md[:, :k], axis=1)), axis=1)  # (b, k + 1)
+    lower = np.min(np.cumsum(dist, axis=-1) + near[:, None, k - 1::-1], axis=-1)  # (b, R)
+    knn = np.zeros((b, n_classes), dtype=np.intp)
+    np.add.at(knn, (np.repeat(rb, k), mc[:, :k].ravel()), 1)
+    known = np.maximum(score_star, -near[:, k] + np.max(np.where(knn == knn.max(axis=1, keepdims=True), lrow, -np.inf),
+                                                           axis=1))
+    top = lrow.max(axis=1)
+    keep = -lower + top[:, None] >= (known - 1e-9 * (np.abs(known) + top))[:, None]
+    keep[rb, y] = True
+    r, t = np.nonzero(keep)  # by query, then class
+    chunk = max(1, _BLOCK_ELEMENTS // (k * k))  # (pairs, k, k) temporaries of at most 16 MB
+    parts = [_targeted_pairs(D, colmap, r[lo:lo + chunk], t[lo:lo + chunk], 0, dist, idx, prefixes, k)
+             for lo in range(0, r.size, chunk)]
+    ok, h, score, member_cls = (np.concatenate(part) for part in zip(*parts))
+    worst = _worst_winners(member_cls, lrow[r[:, None], np.maximum(member_cls, 0)])
+    value = np.where(ok, score + lrow[r, worst], -np.inf)
+    start = np.searchsorted(r, rb)
+    top_value = np.maximum.reduceat(value, start)
+    best = np.minimum.reduceat(np.where(value == top_value[r], np.arange(r.size), r.size), start)  # first class
+    return h_star, score_star, h[best], score[best], worst[best]
+
+
+def infer_all(Dmat, y, k, loss=None, classes=None, inference="exact", block_size=None):
     r"""Correct and loss-augmented inference for every training point (leave-one-out).
 
     For each training point ``i`` the candidates are all the other points
@@ -669,9 +897,17 @@ def infer_all(Dmat, y, k, loss=None, classes=None, inference="exact", block_size
     :func:`paper_targeted_inference`; its sets can be suboptimal, so its ``L_i``
     is not guaranteed to be non-negative.
 
-    Rows are processed in blocks: one stable sort per row, then at most ``k``
-    candidates per class; memory is ``O(block_size * n)``, time
-    ``O(n^2 log n)`` for the sorts plus ``O(n R^2 k^2)`` for the inferences.
+    Rows are processed in blocks of ``block_size``, memory ``O(block_size * n)``.
+    ``inference="exact"`` is vectorised over a block: per row, the ``k`` nearest
+    candidates of each class by one partition per class (``O(n)``), then the
+    targeted inferences for all rows at once, ``O(R k^2)`` per row plus
+    ``O(k^2)`` per class that a bound does not rule out of the loss-augmented
+    maximum; in all ``O(n^2)``. Its sets, tie-breaking and scores are those of
+    the one-query functions (:func:`correct_inference`,
+    :func:`loss_augmented_inference`) on each row. ``inference="paper"`` runs
+    one row at a time after a full sort of each row, ``O(n^2 log n)``. For a
+    subset of rows (a minibatch), from the data and the metric, see
+    :func:`infer_rows`.
 
     Parameters
     ----------
@@ -688,8 +924,9 @@ def infer_all(Dmat, y, k, loss=None, classes=None, inference="exact", block_size
         All classes (default: the sorted distinct values of ``y``).
     inference : {"exact", "paper"}, default="exact"
         Exact targeted inference or the paper's greedy.
-    block_size : int, default=512
-        Rows per block; the result does not depend on it.
+    block_size : int, optional
+        Rows per block (default: about ``2**21 / n``, 16 MB of distances); the
+        result does not depend on it.
 
     Returns
     -------
@@ -707,6 +944,17 @@ def infer_all(Dmat, y, k, loss=None, classes=None, inference="exact", block_size
     n = Dmat.shape[0]
     if Dmat.shape != (n, n):
         raise InputError(f"Dmat must be a square (n, n) matrix of distances between training points; got shape {Dmat.shape}.")
+    y, k, classes, codes, loss, inference, block_size = _check_training(n, y, k, loss, classes, inference, block_size)
+
+    def distances_of(rows, perm):
+        block = Dmat[rows[0]:rows[-1] + 1]
+        return block if perm is None else np.take(block, perm, axis=1)  # one gather: faster than per class
+
+    return _infer(distances_of, np.arange(n), codes, classes, k, loss, inference, block_size)
+
+
+def _check_training(n, y, k, loss, classes, inference, block_size):
+    """The checks shared by :func:`infer_all` and :func:`infer_rows` (``n`` training points)."""
     y = _check_labels(y, n, "y")
     k = check_int(k, "k", low=1)
     if k > n - 1:
@@ -715,36 +963,165 @@ def infer_all(Dmat, y, k, loss=None, classes=None, inference="exact", block_size
             f"use k <= {n - 1}."
         )
     inference = check_choice(inference, "inference", INFERENCE)
-    block_size = check_int(block_size, "block_size", low=1)
+    if block_size is not None:
+        block_size = check_int(block_size, "block_size", low=1)
     classes = _resolve_classes(classes, y)
     codes = _encode(y, classes, "y")
     loss = _check_loss(loss, classes.size)
     _check_class_sizes(codes, classes, k)
-    greedy = inference == "paper"
+    return y, k, classes, codes, loss, inference, block_size
 
-    h_star = np.empty((n, k), dtype=np.intp)
-    h_hat = np.empty((n, k), dtype=np.intp)
-    score_star = np.empty(n)
-    score_hat = np.empty(n)
-    y_hat = np.empty(n, dtype=np.intp)
-    for start in range(0, n, block_size):
-        stop = min(start + block_size, n)
-        D = Dmat[start:stop].copy()
-        D[np.arange(stop - start), np.arange(start, stop)] = np.inf  # sorted last, then cut off
-        order, sc, rank, keep = _sorted_block(D, codes, k, classes.size, n - 1)
-        for r, i in enumerate(range(start, stop)):
-            row = Dmat[i]
-            idx, code, rk = order[r, keep[r]], sc[r, keep[r]], rank[r, keep[r]]
-            d = row[idx]
-            t = codes[i]
-            pos = _greedy_core(d, code, t, k, 1, classes.size) if greedy else _exact_core(d, code, rk, t, k, 1)
-            if pos is None:  # excluded by _check_class_sizes; kept as a guard
-                raise InputError(f"no correct latent set for training point {i}; use a smaller k.")
-            h_star[i] = np.sort(idx[pos])
-            score_star[i] = -float(np.sum(row[h_star[i]]))
-            h_hat[i], score_hat[i], y_hat[i] = _loss_augmented_row(row, idx, d, code, rk, t, k, loss, greedy)
-    lam = loss[codes, y_hat]
+
+#: rows per block by default: about ``2**21`` distances (16 MB) per block, so that the temporaries of a block
+#: are reused from the heap rather than mapped afresh (page faults cost as much as the work); also the size of
+#: the ``(pairs, k, k)`` temporaries of the vectorised inference
+_BLOCK_ELEMENTS = 1 << 21
+
+
+def _infer(distances_of, rows, codes, classes, k, loss, inference, block_size):
+    """Both inferences for the training points ``rows``; ``distances_of(sub, perm)`` gives the
+    ``(len(sub), n)`` distances of the chunk ``sub`` of ``rows`` to all points, columns in index order if
+    ``perm`` is None, else in the order ``perm`` (as a new array, which the exact path overwrites)."""
+    m = rows.size
+    h_star = np.empty((m, k), dtype=np.intp)
+    h_hat = np.empty((m, k), dtype=np.intp)
+    score_star = np.empty(m)
+    score_hat = np.empty(m)
+    y_hat = np.empty(m, dtype=np.intp)
+    outputs = (h_star, score_star, h_hat, score_hat, y_hat)
+    layout = _class_layout(codes, classes.size)
+    if block_size is None:
+        block_size = min(1024, max(16, _BLOCK_ELEMENTS // codes.size))
+    for start in range(0, m, block_size):
+        sub = rows[start:start + block_size]
+        if inference == "exact":
+            part = _exact_block(distances_of(sub, layout[0]), sub, codes, layout, k, loss)
+        else:
+            part = _rowwise_block(distances_of(sub, None), sub, codes, k, loss, greedy=True)
+        for out, value in zip(outputs, part):
+            out[start:start + sub.size] = value
+    lam = loss[codes[rows], y_hat]
     return InferenceResult(h_star=h_star, score_star=score_star, h_hat=h_hat, score_hat=score_hat,
                            y_hat=classes[y_hat], loss=lam, surrogate=score_hat + lam - score_star,
                            classes=classes)
 
+
+def _check_metric(W, d):
+    try:
+        W = np.asarray(W, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"W must be a numeric (d, d) matrix; could not convert it to float64 ({exc}).") from None
+    if W.shape != (d, d):
+        raise InputError(f"W must have shape (d, d) = ({d}, {d}), one row and column per feature of X; "
+                         f"got shape {W.shape}.")
+    if not np.all(np.isfinite(W)):
+        raise InputError("W contains NaN or infinite entries; the metric must be a finite matrix.")
+    return W
+
+
+def _check_rows(rows, n):
+    arr = np.asarray(rows)
+    if arr.ndim != 1 or not (arr.dtype.kind in "iu" or arr.size == 0):
+        raise InputError(f"rows must be a 1-D array of integer indices of training points; got dtype {arr.dtype} "
+                         f"and shape {arr.shape}.")
+    arr = arr.astype(np.intp)
+    if arr.size and (arr.min() < 0 or arr.max() >= n):
+        bad = _py(arr[(arr < 0) | (arr >= n)][0])
+        raise InputError(f"rows contains {bad}, which is not the index of a training point (0 <= row < {n}).")
+    return arr
+
+
+class _MetricGram:
+    """What the distances of every query need once: ``X`` centred, ``X Ws`` and ``q_j = x_j^T Ws x_j``.
+
+    Called with query rows, gives their distances to all points (one matrix product with the inner
+    dimension ``d + 2``: ``[-2 x_i^T Ws, q_i, 1] . [x_j, 1, q_j]``), the columns in index order, or in the
+    order ``perm`` if given (the same formula, evaluated for the columns in that order).
+    """
+
+    def __init__(self, X, W):
+        X = check_X(X)
+        W = _check_metric(W, X.shape[1])
+        self.n = X.shape[0]
+        Xc = X - (X.min(axis=0) + X.max(axis=0)) / 2.0  # midrange: smaller norms, integers stay exact halves
+        XW = Xc @ ((W + W.T) / 2.0)
+        q = np.einsum("ij,ij->i", XW, Xc)[:, None]
+        one = np.ones_like(q)
+        self.left = np.hstack((-2.0 * XW, q, one))
+        self.right = np.hstack((Xc, one, q))
+        self._grouped = None
+
+    def __call__(self, rows, perm=None):
+        right = self.right
+        if perm is not None:
+            if self._grouped is None or self._grouped[0] is not perm:
+                self._grouped = (perm, np.ascontiguousarray(self.right[perm]))
+            right = self._grouped[1]
+        D = self.left[rows] @ right.T
+        return np.maximum(D, 0.0, out=D)
+
+
+def metric_distances(X, W, rows=None):
+    r"""Squared distances :math:`d_W(x_i, x_j) = (x_i - x_j)^T W (x_i - x_j)` from ``rows`` to all points.
+
+    Computed as :math:`q_i + q_j - 2 x_i^T W_s x_j` with :math:`W_s = (W + W^T)/2` and
+    :math:`q_i = x_i^T W_s x_i`, after centring ``X`` on the midpoint of each feature's range (the distances
+    do not change; the norms, and so the rounding, shrink), in float64, clipped at 0. One matrix product
+    (the three terms summed inside it, in the order of the BLAS), ``O(|rows| n d)``; the price is
+    cancellation: the absolute error is about ``eps * (q_i + q_j)``, so the
+    distances of points much closer to each other than to the centre lose relative accuracy (the direct
+    form :math:`\|L (x_i - x_j)\|^2` would not, at ``d`` times the cost). Integer-valued ``X`` and ``W`` of
+    moderate size give exact distances (every intermediate is a multiple of 1/4 below 2^53).
+
+    Parameters
+    ----------
+    X : array-like of shape (n, d)
+        The points.
+    W : array-like of shape (d, d)
+        The metric; only its symmetric part counts. Should be positive semi-definite: negative values
+        (rounding, or a ``W`` that is not PSD) are clipped to 0.
+    rows : array-like of int, optional
+        Indices of the query points (default: all).
+
+    Returns
+    -------
+    ndarray of shape (len(rows), n)
+        The distances; the same values as :func:`infer_rows` uses for the same rows.
+    """
+    gram = _MetricGram(X, W)
+    return gram(np.arange(gram.n) if rows is None else _check_rows(rows, gram.n))
+
+
+def infer_rows(X, W, rows, y, k, loss=None, classes=None, inference="exact", block_size=None):
+    r"""Both inferences of :func:`infer_all` for the training points ``rows`` only, from the data and the metric.
+
+    For stochastic solvers: the distances from each query row to all ``n`` training points are computed
+    here, a block of rows at a time (:func:`metric_distances`, with its note on cancellation), and never
+    stored whole; memory ``O(block_size * n)``, time ``O(|rows| n d)`` for the distances plus the
+    selection and inference of :func:`infer_all`. The candidates of row ``i`` are all the other training
+    points (leave-one-out), as in :func:`infer_all`, and the result is the same as
+    ``infer_all(metric_distances(X, W), y, k, ...)`` restricted to ``rows`` (up to the rounding of the
+    matrix product, which can differ between row subsets in the last bit).
+
+    Parameters
+    ----------
+    X : array-like of shape (n, d)
+        Training points.
+    W : array-like of shape (d, d)
+        The metric (see :func:`metric_distances`).
+    rows : array-like of int, shape (m,)
+        Indices of the query points, e.g. a minibatch; repeats allowed.
+    y, k, loss, classes, inference, block_size
+        As in :func:`infer_all` (``y`` holds the labels of all ``n`` points; the class-size check runs on
+        all of them, as the candidates are all of them).
+
+    Returns
+    -------
+    InferenceResult
+        One entry per element of ``rows``, in that order; the sets index all ``n`` points.
+    """
+    X = check_X(X)
+    n = X.shape[0]
+    rows = _check_rows(rows, n)
+    y, k, classes, codes, loss, inference, block_size = _check_training(n, y, k, loss, classes, inference, block_size)
+    return _infer(_MetricGram(X, W), rows, codes, classes, k, loss, inference, block_size)

@@ -22,7 +22,7 @@ LAYERS = [
     ["certify"],
     ["backends"],
     ["solving"],
-    ["lowrank", "multipass", "early_stopping"],
+    ["lowrank", "multipass", "early_stopping", "latent"],
     ["estimators"],
     ["io"],
     [""],  # metricopt/__init__.py: the public namespace

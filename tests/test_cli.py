@@ -261,3 +261,17 @@ def test_nca_refuses_the_exact_backend_and_baselines_any_backend(tmp_path, capsy
     assert main(["fit", "--method", "lda", "--backend", "jax", "--data", "wine", "--out", str(tmp_path / "b.npz")]) == 2
     assert "--method lda is computed in closed form (an eigendecomposition); it takes no --backend." in \
         capsys.readouterr().err
+
+
+def test_fit_gerrymander_with_certified_cccp_steps(tmp_path, capsys):
+    model = tmp_path / "g.npz"
+    assert main(["fit", "--method", "gerrymander", "--solver", "cccp", "--data", "iris", "--quiet",
+                 "--out", str(model)]) == 0
+    out = capsys.readouterr().out
+    assert "backend own solvers" in out and "status stationary" in out and "certified gap" in out
+    assert main(["predict", "--model", str(model), "--data", "iris", "--split", "test"]) == 0
+    assert "error" in capsys.readouterr().out
+    assert type(metricopt.io.load_model(model)).__name__ == "GerrymanderingKNN"
+    assert main(["fit", "--method", "gerrymander", "--backend", "jax", "--data", "iris",
+                 "--out", str(tmp_path / "x.npz")]) == 2
+    assert "--method gerrymander has its own solvers" in capsys.readouterr().err

@@ -8,6 +8,7 @@ n_t(h) >= n_c(h) + tau for every other class c, Lambda(y, h) = the largest loss 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import itertools
 import re
@@ -19,10 +20,13 @@ from hypothesis import strategies as st
 
 from metricopt.errors import InputError
 from metricopt.gerrymander import (
+    InferenceResult,
     correct_inference,
     infer_all,
+    infer_rows,
     latent_knn_predict,
     loss_augmented_inference,
+    metric_distances,
     paper_targeted_inference,
     targeted_inference,
     vote,
@@ -368,3 +372,154 @@ def test_vote_counts_and_winners():
 def test_invalid_input_raises_input_error(call, match):
     with pytest.raises(InputError, match=match):
         call()
+
+
+# ---------------------------------------------------------------------------
+# the vectorised block path of infer_all and infer_rows: the same as the per-row functions
+# ---------------------------------------------------------------------------
+
+
+def per_row_reference(D, y, k, loss, classes, rows=None):
+    """h*, S(h*), h^, S(h^), y^ of every row from the one-query functions on the other points."""
+    n = y.size
+    code = {c: r for r, c in enumerate(classes.tolist())}
+    out = []
+    for i in range(n) if rows is None else rows:
+        others = np.delete(np.arange(n), i)
+        h, s = correct_inference(D[i, others], y[others], y[i], k, classes=classes)
+        hh, v, y_hat = loss_augmented_inference(D[i, others], y[others], y[i], k, loss=loss, classes=classes)
+        out.append((others[h], s, others[hh], v - loss[code[y[i]], code[y_hat]], y_hat))
+    h_star, s_star, h_hat, s_hat, y_hat = zip(*out)
+    return np.array(h_star), np.array(s_star), np.array(h_hat), np.array(s_hat), np.array(y_hat)
+
+
+def assert_same_as_reference(res, ref, loss, y):
+    h_star, s_star, h_hat, s_hat, y_hat = ref
+    assert np.array_equal(res.h_star, h_star) and np.array_equal(res.h_hat, h_hat)
+    assert np.array_equal(res.y_hat, y_hat)
+    np.testing.assert_allclose(res.score_star, s_star, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(res.score_hat, s_hat, rtol=1e-12, atol=0)
+    code = {c: r for r, c in enumerate(res.classes.tolist())}
+    assert np.array_equal(res.loss, [loss[code[a], code[b]] for a, b in zip(y.tolist(), res.y_hat.tolist())])
+
+
+def random_problem(rng, n, n_classes, k, integer):
+    """Labels with every class big enough for h* (or None), distances with many ties when integer."""
+    for _ in range(100):
+        y = rng.integers(0, n_classes, size=n)
+        try:
+            infer_all(np.zeros((n, n)), y, k, classes=np.arange(n_classes))
+        except InputError:
+            continue
+        D = rng.integers(0, 5, size=(n, n)).astype(float) if integer else rng.random((n, n)) * 3
+        return D, y
+    return None, None
+
+
+def test_infer_all_block_path_equals_the_per_row_functions():
+    rng = np.random.default_rng(7)
+    checked = collections.Counter()
+    for case in range(100):
+        n = int(rng.choice([6, 12, 20, 30]))
+        n_classes = int(rng.integers(2, 7))
+        k = int(rng.integers(1, min(11, n - 1) + 1))
+        D, y = random_problem(rng, n, n_classes, k, integer=case % 2 == 0)
+        if D is None:
+            continue
+        loss = [zero_one_loss(n_classes), rng.integers(0, 3, size=(n_classes, n_classes)).astype(float),
+                rng.random((n_classes, n_classes))][case % 3]
+        np.fill_diagonal(loss, 0.0)
+        classes = np.arange(n_classes)
+        res = infer_all(D, y, k, loss=loss, classes=classes, block_size=int(rng.integers(1, 9)))
+        assert_same_as_reference(res, per_row_reference(D, y, k, loss, classes), loss, y)
+        checked[k > n_classes, n_classes > k, bool(np.any(np.bincount(y, minlength=n_classes) <= k))] += 1
+    # k above and below R, classes with at most k points (a padded shortlist), several cases of each
+    assert len(checked) >= 4 and sum(checked.values()) > 70
+
+
+@pytest.mark.parametrize("k", [3, 11])
+def test_infer_all_block_path_many_classes_with_ties(k):
+    # letter-like: 26 classes (more than k), small integer features, so many equal distances
+    rng = np.random.default_rng(k)
+    y = np.repeat(np.arange(26), 12)
+    X = rng.integers(0, 4, size=(y.size, 5)).astype(float) + (y % 3)[:, None]
+    D = metric_distances(X, np.eye(5))
+    assert np.array_equal(D, ((X[:, None, :] - X[None, :, :]) ** 2).sum(axis=2))  # exact: integers
+    loss = rng.integers(0, 3, size=(26, 26)).astype(float)
+    np.fill_diagonal(loss, 0.0)
+    res = infer_all(D, y, k, loss=loss)
+    rows = rng.choice(y.size, size=30, replace=False)
+    ref = per_row_reference(D, y, k, loss, res.classes, rows=rows)
+    sub = InferenceResult(*(getattr(res, f.name)[rows] if f.name != "classes" else res.classes
+                            for f in dataclasses.fields(res)))
+    assert_same_as_reference(sub, ref, loss, y[rows])
+    for b in (1, 37):
+        other = infer_all(D, y, k, loss=loss, block_size=b)
+        assert np.array_equal(other.h_star, res.h_star) and np.array_equal(other.h_hat, res.h_hat)
+        assert np.array_equal(other.score_hat, res.score_hat) and np.array_equal(other.y_hat, res.y_hat)
+
+
+def test_infer_all_with_a_class_without_points_and_string_labels():
+    D, y = blobs(4, [8, 9, 7])
+    labels = np.array(["a", "b", "c"])[y]
+    classes = np.array(["c", "z", "a", "b"])  # "z" has no points; not sorted
+    loss = np.array([[0, 1, 2, 1], [1, 0, 1, 1], [3, 1, 0, 1], [1, 2, 1, 0]], dtype=float)
+    res = infer_all(D, labels, 4, loss=loss, classes=classes, block_size=5)
+    assert_same_as_reference(res, per_row_reference(D, labels, 4, loss, classes), loss, labels)
+
+
+def test_infer_rows_equals_infer_all_on_its_distances():
+    rng = np.random.default_rng(11)
+    y = rng.integers(0, 5, size=150)
+    X = rng.integers(-3, 4, size=(150, 4)).astype(float) + 100.0  # integers: exact distances, many ties
+    W = rng.integers(-1, 2, size=(4, 4)).astype(float)
+    W = W @ W.T + np.diag([2.0, 1.0, 2.0, 1.0])
+    W[0, 1] += 1.0  # not symmetric: only the symmetric part counts
+    D = metric_distances(X, W)
+    diff = X[:, None, :] - X[None, :, :]
+    assert np.array_equal(D, np.einsum("ijd,de,ije->ij", diff, W, diff))
+    rows = np.array([5, 149, 0, 5, 77, 3])
+    for k, inference in [(1, "exact"), (6, "exact"), (6, "paper")]:
+        full = infer_all(D, y, k, inference=inference)
+        part = infer_rows(X, W, rows, y, k, inference=inference, block_size=4)
+        for f in dataclasses.fields(full):
+            a, b = getattr(full, f.name), getattr(part, f.name)
+            assert np.array_equal(a if f.name == "classes" else a[rows], b), f.name
+    assert np.array_equal(metric_distances(X, W, rows=rows), D[rows])
+    empty = infer_rows(X, W, np.array([], dtype=int), y, 3)
+    assert empty.h_star.shape == (0, 3) and empty.surrogate.shape == (0,)
+
+
+def test_infer_rows_real_valued_data_and_cancellation():
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(120, 6)) + 1e3  # far from the origin: centred before the products
+    y = rng.integers(0, 4, size=120)
+    A = rng.normal(size=(6, 6))
+    W = A @ A.T
+    D = metric_distances(X, W)
+    diff = X[:, None, :] - X[None, :, :]
+    np.testing.assert_allclose(D, np.einsum("ijd,de,ije->ij", diff, W, diff), rtol=1e-9, atol=1e-9)
+    full = infer_all(D, y, 5)
+    rows = rng.permutation(120)[:50]
+    part = infer_rows(X, W, rows, y, 5)
+    assert np.array_equal(part.h_star, full.h_star[rows]) and np.array_equal(part.h_hat, full.h_hat[rows])
+    np.testing.assert_allclose(part.score_hat, full.score_hat[rows], rtol=1e-12)
+
+
+def test_infer_rows_too_small_class_and_invalid_input():
+    D, y = blobs(2, [10, 10, 2])
+    X = np.arange(44.0).reshape(22, 2)
+    with pytest.raises(InputError, match="these classes are too small: 2 has 2 point"):
+        infer_rows(X, np.eye(2), [0, 1], y, 5)
+    with pytest.raises(InputError, match="rows contains 22, which is not the index"):
+        infer_rows(X, np.eye(2), [0, 22], y, 1)
+    with pytest.raises(InputError, match="rows contains -1"):
+        infer_rows(X, np.eye(2), [-1], y, 1)
+    with pytest.raises(InputError, match="rows must be a 1-D array of integer indices"):
+        infer_rows(X, np.eye(2), [0.5], y, 1)
+    with pytest.raises(InputError, match=r"W must have shape \(d, d\) = \(2, 2\)"):
+        infer_rows(X, np.eye(3), [0], y, 1)
+    with pytest.raises(InputError, match="W contains NaN"):
+        metric_distances(X, [[1.0, np.nan], [0.0, 1.0]])
+    with pytest.raises(InputError, match="k=22 is larger than the number of candidates"):
+        infer_rows(X, np.eye(2), [0], y, 22)

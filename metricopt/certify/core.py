@@ -14,6 +14,7 @@ from ..protocols import GeometryKind
 from ..solution import Solution
 from .certificate import Certificate
 from .dual import DualSummary, dual_summary
+from .latent import latent_bound
 from .lmnn import triplet_bound
 from .pairs import budget_bound, threshold_bound
 
@@ -153,6 +154,13 @@ def _accepts_threshold(problem, summary):
 
 
 
+def _accepts_latent(problem, summary):
+    return (problem.geometry.kind is GeometryKind.PSD and not problem.geometry.diagonal
+            and set(summary.losses) == {"latent_hinge"} and len(summary.losses["latent_hinge"]) == 1
+            and (summary.lam > 0 or hasattr(problem, "pull")))
+
+
 register_certifier("triplet hinge (LMNN family)", _accepts_triplets, triplet_bound)
 register_certifier("similar-pair budget (MMC)", _accepts_budget, budget_bound)
 register_certifier("threshold and pair margins (POLA)", _accepts_threshold, threshold_bound)
+register_certifier("latent-set hinge (gerrymandering's CCCP step)", _accepts_latent, latent_bound)

@@ -275,7 +275,7 @@ class ProblemFitMixin:
     def _params_to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         params = self.get_params(deep=False)
         arrays = {}
-        if "regularizer" in params:
+        if "regularizer" in params and not isinstance(params["regularizer"], str):  # terms (a name stays a name)
             params["regularizer"] = regularizer_config(params["regularizer"])
         for name, value in params.items():  # e.g. MultiMetricLMNN's clusters=array: stored as an array
             if isinstance(value, np.ndarray):
@@ -287,7 +287,7 @@ class ProblemFitMixin:
         from ..problems.terms import term_from_config
 
         params = dict(state.meta.get("params") or {})
-        if params.get("regularizer") is not None:
+        if isinstance(params.get("regularizer"), list):
             params["regularizer"] = [term_from_config(config) for config in params["regularizer"]]
         for name, value in params.items():
             if isinstance(value, dict) and set(value) == {"array"}:

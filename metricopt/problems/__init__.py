@@ -1,6 +1,7 @@
 """Declarative metric-learning problems (what is minimised; no solver loops)."""
 
 from .base import Constraint, Problem
+from .gerrymander import GerrymanderingProblem, GerrymanderStepProblem
 from .kernel_lmnn import KernelLMNNProblem
 from .lmnn import LMNNProblem
 from .mmc import MMCProblem
@@ -10,4 +11,4 @@ from .nca import NCAProblem
 from .pola import POLAProblem
 from . import terms
 
-__all__ = ["Problem", "Constraint", "LMNNProblem", "KernelLMNNProblem", "MultiMetricLMNNProblem", "MMCProblem", "POLAProblem", "NCAProblem", "MLCCProblem", "terms"]
+__all__ = ["Problem", "Constraint", "LMNNProblem", "KernelLMNNProblem", "MultiMetricLMNNProblem", "MMCProblem", "POLAProblem", "NCAProblem", "MLCCProblem", "GerrymanderingProblem", "GerrymanderStepProblem", "terms"]

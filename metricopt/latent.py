@@ -1,0 +1,265 @@
+r"""Solvers for neighbourhood gerrymandering (Trivedi, McAllester & Shakhnarovich, NIPS 2014).
+
+The problem (:class:`metricopt.problems.GerrymanderingProblem`) is a difference of convex functions
+of ``M``; two ways to a stationary point:
+
+* :func:`cccp`: the concave-convex procedure. At ``M_t`` the correct sets ``h*_i`` are inferred
+  exactly; the convex majoriser with those sets fixed (:class:`~metricopt.problems.GerrymanderStepProblem`)
+  is solved by the exact backend (cutting planes over latent sets) and **certified** by a duality gap;
+  its minimiser is ``M_{t+1}``. The objective never rises (``f(M_{t+1}) <= step(M_{t+1}) <= step(M_t)
+  = f(M_t)``); the loop stops at a fixed point of the correct sets (then ``M_{t+1}`` minimises the
+  majoriser at itself: a stationary point within the step's certified gap) or when the relative decrease
+  falls below ``tol``. Reported ``stationary``, never ``optimal``.
+* :func:`sgd`: stochastic projected subgradient steps on mini-batches, inference for the batch only.
+  ``"pegasos"`` (default): ``eta_t = 1 / (lam t)`` for the strongly convex regularisers (Shalev-Shwartz
+  et al., ICML 2007), ``eta_0 / sqrt(t)`` for the trace, the batch's subgradient scaled by ``n / b``
+  so that it estimates the full sum. ``"paper"``: the paper's Algorithm 1 as printed, kept for
+  comparison with its defects: ``eta_t = 1/t`` is undefined at ``t = 0`` (we start at ``t = 1``), the
+  first step ``W - (lam W + C dW)`` with ``lam = 1`` erases the start, and ``C dW`` of one example is not
+  scaled by ``n``. SGD has no stationarity test: it reports ``iteration_limit`` after its epochs, with the
+  best iterate of the epoch ends (the full objective is evaluated there).
+
+Starts (``init``): ``"identity"``; ``"zeros"`` (every distance 0: the sets come from the index
+tie-break); ``"relieff"``, the ReliefF feature weights (Kononenko 1994) on the diagonal; or a PSD matrix.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ._validation import check_choice, check_int, check_real
+from .certify.policy import decide_status
+from .errors import InputError
+from .linalg import project_psd, symmetrize
+from .solution import Solution, Status
+from .solving import solve
+
+INITS = ("identity", "zeros", "relieff")
+
+
+def relieff_weights(X, y, n_neighbors=10):
+    r"""ReliefF feature weights (Kononenko, ECML 1994), clipped at 0:
+
+    .. math:: w_f = \frac1{n m}\sum_i \Big[-\sum_{j \in H_i} \delta_f(i, j)
+              + \sum_{c \ne y_i} \frac{p_c}{1 - p_{y_i}} \sum_{j \in M_{ic}} \delta_f(i, j)\Big],
+
+    ``H_i`` / ``M_ic`` the ``m`` nearest hits / misses of class ``c`` (Euclidean, ranges scaled to 1),
+    ``delta_f(i, j) = |x_if - x_jf| / range_f``."""
+    from sklearn.neighbors import NearestNeighbors
+
+    X = np.asarray(X, dtype=np.float64)
+    rng = np.ptp(X, axis=0)
+    Xs = X / np.where(rng > 0, rng, 1.0)
+    classes, codes = np.unique(y, return_inverse=True)
+    prior = np.bincount(codes) / len(codes)
+    w = np.zeros(X.shape[1])
+    for c in range(classes.size):
+        idx = np.flatnonzero(codes == c)
+        m = min(n_neighbors, idx.size)
+        nn = NearestNeighbors(n_neighbors=min(m + 1, idx.size)).fit(Xs[idx])
+        for ci in range(classes.size):
+            src = np.flatnonzero(codes == ci)
+            _, nb = nn.kneighbors(Xs[src], n_neighbors=min(m + (ci == c), idx.size))
+            if ci == c:
+                nb = nb[:, 1:]  # the point itself
+            if nb.shape[1] == 0:
+                continue
+            diff = np.abs(Xs[src][:, None, :] - Xs[idx][nb]).mean(axis=1)
+            if ci == c:
+                w -= diff.sum(axis=0)
+            else:  # class c's points are misses for class ci's points
+                w += (prior[c] / (1.0 - prior[ci])) * diff.sum(axis=0)
+    return np.clip(w / X.shape[0], 0.0, None)
+
+
+def initial_metric(problem, init):
+    """The start ``M_0`` of :func:`cccp` and :func:`sgd` (see the module docstring)."""
+    d = problem.d
+    if isinstance(init, str):
+        init = check_choice(init, "init", INITS)
+        if init == "identity":
+            return np.eye(d)
+        if init == "zeros":
+            return np.zeros((d, d))
+        w = relieff_weights(problem.X, problem.y)
+        if not np.any(w > 0):
+            raise InputError("ReliefF gave every feature weight 0 on these data; use init='identity'.")
+        return np.diag(w)
+    return problem.check_metric(init, name="init")
+
+
+def _finish(problem, M, status, message, t0, history, solver, extra=None):
+    status, note = decide_status(status, None, convex=False)
+    if note:
+        message += f"; {note}"
+    stats = {"time": time.perf_counter() - t0, "iterations": len(history) - 1, "history": history, **(extra or {})}
+    return Solution(M=M, objective=problem.objective(M), status=status, backend="cvxpy" if solver == "cccp" else "numpy",
+                    solver=solver, stats=stats, message=f"{status.message} ({message})")
+
+
+def cccp(problem, init="identity", max_iter=50, tol=1e-6, step_tol=1e-7, solver=None, time_limit=None,
+         verbose=False):
+    """The concave-convex procedure with certified convex steps (module docstring).
+
+    Parameters
+    ----------
+    problem : GerrymanderingProblem
+    init : {"identity", "zeros", "relieff"} or (d, d) PSD array
+    max_iter : int
+        Largest number of convex steps.
+    tol : float
+        Stop when a step lowers the objective by at most ``tol`` relative to it.
+    step_tol : float
+        Certified relative gap each convex step must reach.
+    solver : {"SCS", "CLARABEL"}, optional
+        The exact backend's conic solver (default Clarabel).
+    time_limit : float, optional
+        Seconds after which no new step starts.
+
+    Returns
+    -------
+    Solution
+        Status ``stationary`` (a fixed point of the correct sets, or a relative decrease below ``tol``),
+        ``iteration_limit``, or the status of a step that could not be certified (its message says which);
+        ``stats["history"]`` lists each step's objective, certified gap, working-set size and time.
+    """
+    max_iter = check_int(max_iter, "max_iter", low=1)
+    tol = check_real(tol, "tol", low=0.0)
+    t0 = time.perf_counter()
+    M = initial_metric(problem, init)
+    f = problem.objective(M)
+    history = [{"step": 0, "objective": f, "time": 0.0}]
+    status, message = Status.ITERATION_LIMIT, f"stopped after {max_iter} convex steps"
+    for it in range(1, max_iter + 1):
+        if time_limit is not None and time.perf_counter() - t0 >= time_limit:
+            status, message = Status.ITERATION_LIMIT, f"time limit {time_limit:g}s reached after {it - 1} steps"
+            break
+        step = problem.step(M)
+        opts = {"init": M, "certify": step_tol, "tol": 1e-9}
+        if solver is not None:
+            opts["solver"] = solver
+        sol = solve(step, backend="cvxpy", **opts)
+        cert = sol.certificate
+        entry = {"step": it, "step_status": str(sol.status), "step_objective": sol.objective,
+                 "step_rel_gap": None if cert is None else cert.rel_gap,
+                 "working_set": sol.stats.get("working_set_size"), "time": time.perf_counter() - t0}
+        if sol.M is None or sol.status is not Status.OPTIMAL:
+            history.append({**entry, "objective": f})
+            status, message = sol.status, f"convex step {it} was not certified ({sol.message}); kept the previous M"
+            break
+        f_step_at_M = step.objective(M)
+        if sol.objective > f_step_at_M:  # within the certified gap of the optimum, but no descent: keep M
+            history.append({**entry, "objective": f})
+            status, message = Status.STATIONARY, (f"step {it} did not lower its majoriser (certified gap "
+                                                   f"{cert.rel_gap:.1e}): M is its minimiser within that gap")
+            break
+        M_new = sol.M
+        f_new = problem.objective(M_new)
+        entry["objective"] = f_new
+        history.append(entry)
+        if verbose:
+            print(f"[metricopt cccp] step {it:3d}  objective {f_new:.10g}  step gap {cert.rel_gap:.2e}  "
+                  f"working set {entry['working_set']}  {entry['time']:.2f}s", flush=True)
+        same_sets = np.array_equal(problem.latent(M_new).h_star, step.h_star)
+        decrease = f - f_new
+        M, f = M_new, f_new
+        if same_sets:
+            status, message = Status.STATIONARY, (f"the correct sets are a fixed point after {it} steps: M minimises "
+                                                   f"its own majoriser within the certified gap {cert.rel_gap:.1e}")
+            break
+        if decrease <= tol * max(abs(f), 1e-300):
+            status, message = Status.STATIONARY, (f"relative decrease {decrease / max(abs(f), 1e-300):.2e} <= tol "
+                                                   f"{tol:.1e} after {it} steps")
+            break
+    return _finish(problem, M, status, message, t0, history, "cccp",
+                   {"step_gaps": [h.get("step_rel_gap") for h in history[1:]]})
+
+
+def _batch_gradient(problem, M, rows):
+    r"""``sum_{i in rows} (K_{i h*_i} - K_{i h^_i})``: the surrogate's subgradient over the batch."""
+    res = problem.latent_rows(M, rows)
+    w = np.concatenate([np.ones(len(rows)), -np.ones(len(rows))])
+    anchors = np.concatenate([rows, rows])
+    members = np.concatenate([res.h_star, res.h_hat])
+    return problem.set_scatter(anchors, members, w)
+
+
+def _regularizer_gradient(problem, M):
+    reg, lam = problem.regularizer, problem.lam
+    if reg == "frobenius":
+        return lam * M
+    if reg == "identity":
+        return lam * (M - np.eye(problem.d))
+    return lam * np.eye(problem.d)
+
+
+def sgd_step(problem, M, rows, t, method="pegasos", eta0=1.0):
+    """One projected subgradient step ``t >= 1`` on the points ``rows`` (module docstring):
+    ``M <- P_psd(M - eta_t (grad R(M) + C s G))``, ``G`` the batch's surrogate subgradient, ``s = n / |rows|``
+    (Pegasos) or 1 (the paper)."""
+    G = _batch_gradient(problem, M, np.asarray(rows))
+    if method == "paper":
+        eta = 1.0 / t
+        step = _regularizer_gradient(problem, M) + problem.C * G  # one example's C dW, unscaled (as printed)
+    else:
+        strong = problem.regularizer in ("frobenius", "identity")
+        eta = 1.0 / (problem.lam * t) if strong else eta0 / np.sqrt(t)
+        step = _regularizer_gradient(problem, M) + problem.C * (problem.n / len(rows)) * G
+    return project_psd(symmetrize(M - eta * step))
+
+
+def sgd(problem, init="identity", method="pegasos", n_epochs=10, batch_size=64, eta0=None, random_state=0,
+        verbose=False):
+    """Stochastic projected subgradient descent (module docstring).
+
+    Parameters
+    ----------
+    problem : GerrymanderingProblem
+    init : {"identity", "zeros", "relieff"} or (d, d) PSD array
+    method : {"pegasos", "paper"}
+    n_epochs : int
+        Passes over the data (``n / batch_size`` steps each; ``"paper"``: ``n`` single-example steps).
+    batch_size : int
+    eta0 : float, optional
+        Pegasos with the trace regulariser: ``eta_t = eta0 / sqrt(t)`` (default ``1 / (C n)``).
+    random_state : int
+
+    Returns
+    -------
+    Solution
+        The best iterate among the epoch ends (full objective), status ``iteration_limit``.
+    """
+    method = check_choice(method, "method", ("pegasos", "paper"))
+    n_epochs = check_int(n_epochs, "n_epochs", low=1)
+    batch_size = min(check_int(batch_size, "batch_size", low=1), problem.n)
+    rng = np.random.default_rng(random_state)
+    t0 = time.perf_counter()
+    n = problem.n
+    M = initial_metric(problem, init)
+    f = problem.objective(M)
+    best = (f, M)
+    history = [{"epoch": 0, "objective": f, "time": 0.0}]
+    eta0 = 1.0 / (problem.C * n) if eta0 is None else check_real(eta0, "eta0", low=0.0, low_open=True)
+    t = 0
+    for epoch in range(1, n_epochs + 1):
+        if method == "paper":
+            batches = rng.permutation(n)[:, None]
+        else:
+            perm = rng.permutation(n)
+            batches = [perm[s:s + batch_size] for s in range(0, n, batch_size)]
+        for rows in batches:
+            t += 1
+            M = sgd_step(problem, M, rows, t, method, eta0)
+        f = problem.objective(M)
+        history.append({"epoch": epoch, "objective": f, "steps": t, "time": time.perf_counter() - t0})
+        if verbose:
+            print(f"[metricopt sgd/{method}] epoch {epoch:3d}  objective {f:.10g}  {history[-1]['time']:.2f}s",
+                  flush=True)
+        if f < best[0]:
+            best = (f, M)
+    message = (f"ran {n_epochs} epochs ({t} steps); stochastic subgradient steps have no stationarity test, "
+               "the best epoch end is returned (solver='cccp' certifies each convex step)")
+    return _finish(problem, best[1], Status.ITERATION_LIMIT, message, t0, history, f"sgd-{method}",
+                   {"steps": t})
