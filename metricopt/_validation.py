@@ -46,6 +46,31 @@ def check_X(X, name="X"):
     return np.ascontiguousarray(arr)
 
 
+#: widest feature range (largest ``max - min`` over the columns of ``X``) metricopt accepts: squared
+#: distances between samples, about its square, must stay well inside float64's range (about 1e-308 to
+#: 1e308), with room for sums over pairs and triplets and for the metric's own entries
+SCALE_LIMITS = (1e-100, 1e100)
+
+
+def check_scale(X, name="X"):
+    """Raise :class:`InputError` when the features of ``X`` (finite, 2-D) span so much or so little that
+    squared distances between samples overflow or underflow float64 (see :data:`SCALE_LIMITS`)."""
+    with np.errstate(over="ignore"):
+        spread = float(np.max(np.ptp(X, axis=0)))
+    lo, hi = SCALE_LIMITS
+    if spread == 0.0 or lo <= spread <= hi:  # all points equal: nothing to scale (other checks apply)
+        return X
+    finite = np.isfinite(spread)
+    order = f"about 1e{2 * int(np.floor(np.log10(spread)))}" if finite else "beyond 1e308"
+    raise InputError(
+        f"{name}'s features span up to {f'{spread:.3g}' if finite else 'more than 1.8e308'} (largest max - min over "
+        "its columns): squared distances between "
+        f"samples ({order}) are too {'large' if spread > hi else 'small'} for float64 arithmetic; metricopt needs "
+        f"the widest feature range between {lo:g} and {hi:g}. Rescale the features first, e.g. with "
+        "sklearn.preprocessing.StandardScaler."
+    )
+
+
 def check_y(y, n_samples, name="y"):
     """Return labels as a 1-D array of length ``n_samples``, or raise :class:`InputError`."""
     arr = np.asarray(y)

@@ -64,6 +64,37 @@ def _load(name):
     return loader(return_X_y=True)
 
 
+def _check_seed(seed):
+    """``--seed`` as the splitters accept it (NumPy seeds: 0 to 2**32 - 1)."""
+    from ._validation import check_int
+    from .errors import InputError
+
+    seed = check_int(seed, "seed", low=0)
+    if seed > 2**32 - 1:
+        raise InputError(f"seed must be <= 2**32 - 1 = {2**32 - 1}; got {seed}.")
+    return seed
+
+
+def _check_plot_path(path):
+    """Refuse a ``--plot`` file that cannot be written (unknown image format, missing folder, a folder) before
+    the fit, not after it."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from .errors import InputError
+
+    ext = os.path.splitext(str(path))[1].lstrip(".").lower() or "png"
+    formats = FigureCanvasAgg(Figure()).get_supported_filetypes()
+    if ext not in formats:
+        raise InputError(f"cannot write the plot {path!r}: unknown image format {ext!r}; use a file name ending in "
+                         f".png, .pdf or .svg (supported: {', '.join(sorted(formats))}).")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise InputError(f"cannot write {path!r}: the folder {folder!r} does not exist; create it first.")
+    if os.path.isdir(path):
+        raise InputError(f"cannot write {path!r}: it is a folder; give a file name.")
+
+
 def demo(args):
     """Run the demo: split, standardise, fit, certify, report kNN errors."""
     from sklearn.model_selection import train_test_split
@@ -71,6 +102,7 @@ def demo(args):
 
     from . import LMNN, MMC, POLA, knn_error
 
+    _check_seed(args.seed)
     X, y = _load(args.dataset)
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=args.seed, stratify=y)
     scaler = StandardScaler().fit(Xtr)
@@ -410,9 +442,17 @@ def fit(args):
         raise InputError("--time-limit applies to --backend jax only; the exact backend stops on --max-iter.")
     k = check_int(args.k, "k", low=1)
     check_real(args.test_size, "test-size", low=0.0, high=1.0, low_open=True)
+    check_real(args.C, "C", low=0.0, low_open=True)
+    if args.n_components is not None:
+        check_int(args.n_components, "n-components", low=1)
+    _check_seed(args.seed)
+    if args.plot:
+        _check_plot_path(args.plot)
     out_dir = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(out_dir):
         raise InputError(f"cannot write {args.out!r}: the folder {out_dir!r} does not exist; create it first.")
+    if os.path.isdir(args.out):
+        raise InputError(f"cannot write {args.out!r}: it is a folder; give a file name.")
     X, y, name = load_data(args.data, args.data_dir)
     train, test = _split(y, args.test_size, args.seed)
     pre = Preprocessing(scale="standard" if args.scale else None, pca=args.pca).fit(X[train])

@@ -605,7 +605,9 @@ def latent_knn_predict(D, y_train, k, classes=None):
 class InferenceResult:
     r"""Both inferences for every training point, or for some query rows (:func:`infer_all`, :func:`infer_rows`).
 
-    Attributes (shapes for ``n`` rows; :func:`infer_rows` gives one per query row)
+    The shapes below are for :func:`infer_all`; :func:`infer_rows` gives one row per query row.
+
+    Attributes
     ----------
     h_star : ndarray of shape (n, k), int
         :math:`h^*_i`, the best set that ``y_i`` wins strictly, indices sorted.
@@ -1066,12 +1068,13 @@ def metric_distances(X, W, rows=None):
 
     Computed as :math:`q_i + q_j - 2 x_i^T W_s x_j` with :math:`W_s = (W + W^T)/2` and
     :math:`q_i = x_i^T W_s x_i`, after centring ``X`` on the midpoint of each feature's range (the distances
-    do not change; the norms, and so the rounding, shrink), in float64, clipped at 0. One matrix product
-    (the three terms summed inside it, in the order of the BLAS), ``O(|rows| n d)``; the price is
-    cancellation: the absolute error is about ``eps * (q_i + q_j)``, so the
-    distances of points much closer to each other than to the centre lose relative accuracy (the direct
-    form :math:`\|L (x_i - x_j)\|^2` would not, at ``d`` times the cost). Integer-valued ``X`` and ``W`` of
-    moderate size give exact distances (every intermediate is a multiple of 1/4 below 2^53).
+    do not change; the norms, and so the rounding, shrink), in float64, clipped at 0: one matrix product
+    with the three terms summed inside it (in the BLAS's order), ``O(|rows| n d)``. The price is
+    cancellation: the absolute error is a few ``eps * max(q_i, q_j)``, so the distances of points much
+    closer to each other than to the centre lose relative accuracy (the direct form
+    :math:`\|L (x_i - x_j)\|^2` would not, at ``d`` times the cost), and near-ties among candidates can
+    be ordered by rounding. Integer-valued ``X`` and ``W`` of moderate size give exact distances (every
+    intermediate is a multiple of 1/8 below 2^53), whatever the order of the sums.
 
     Parameters
     ----------
@@ -1086,7 +1089,7 @@ def metric_distances(X, W, rows=None):
     Returns
     -------
     ndarray of shape (len(rows), n)
-        The distances; the same values as :func:`infer_rows` uses for the same rows.
+        The distances. :func:`infer_rows` evaluates the same formula (its columns grouped by class).
     """
     gram = _MetricGram(X, W)
     return gram(np.arange(gram.n) if rows is None else _check_rows(rows, gram.n))

@@ -57,6 +57,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import math
 import os
 import pathlib
 import tempfile
@@ -275,6 +276,9 @@ class Preprocessing:
         pre.scale = meta.get("scale")
         pre.pca = meta.get("pca")
         pre.n_features_in = meta.get("n_features_in")
+        if pre.scale not in (None, "standard", "minmax") or not (
+                pre.n_features_in is None or (isinstance(pre.n_features_in, int) and pre.n_features_in >= 1)):
+            raise ValueError(f"preprocessing scale {pre.scale!r}, n_features_in {pre.n_features_in!r} are not valid")
         for name in ("shift", "width", "pca_mean", "pca_components"):
             setattr(pre, name, arrays.get("pre_" + name))
         return pre
@@ -550,6 +554,7 @@ def read_model_file(path: FilePath) -> ModelFile:
                              "or it is truncated.")
     corrupt = f"model file {name!r} is corrupt"
     try:
+        _check_members(path, name, corrupt)
         with np.load(path, allow_pickle=False) as npz:
             keys = list(npz.files)
             if METADATA_KEY not in keys:
@@ -566,7 +571,8 @@ def read_model_file(path: FilePath) -> ModelFile:
                     raise
     except ModelFileError:
         raise
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as exc:
+    except Exception as exc:  # noqa: BLE001 - zipfile and numpy raise many types (BadZipFile, RuntimeError for an
+        # "encrypted" flag, NotImplementedError for a compression method, MemoryError, ...): all mean a damaged file
         raise ModelFileError(f"{corrupt}: its archive cannot be read ({type(exc).__name__}: {exc}).") from None
     raw = arrays.pop(METADATA_KEY)
     try:
@@ -599,6 +605,40 @@ def read_model_file(path: FilePath) -> ModelFile:
     return ModelFile(path, meta, arrays)
 
 
+#: largest ratio of uncompressed to compressed size a zip member may claim (DEFLATE gives at most ~1032)
+_MAX_INFLATION = 1100
+
+
+def _check_members(path, name, corrupt):
+    """Before any array is read: every member of the archive must be a ``.npy`` array whose header
+    declares no more bytes than the member holds, and no Python objects (which would need pickle). So a
+    forged or damaged file is refused at once, without allocating what its headers claim."""
+    with zipfile.ZipFile(path) as zf:
+        for info in zf.infolist():
+            key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+            if info.compress_type != zipfile.ZIP_STORED and info.file_size > _MAX_INFLATION * info.compress_size + 65536:
+                raise ModelFileError(f"{corrupt}: member {info.filename!r} claims {info.file_size} bytes from "
+                                     f"{info.compress_size} compressed ones, more than zip compression gives; the file "
+                                     "was forged or damaged. Fit and save the model again.")
+            with zf.open(info) as fh:
+                version = np.lib.format.read_magic(fh)
+                read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                               (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+                if read_header is None:
+                    raise ModelFileError(f"{corrupt}: member {info.filename!r} is a .npy array of format version "
+                                         f"{version}, which metricopt never writes. Fit and save the model again.")
+                shape, _, dtype = read_header(fh)
+                available = info.file_size - fh.tell()
+            if dtype.hasobject:
+                raise ModelFileError(f"{name!r} is not a metricopt model file: array {key!r} holds Python objects, "
+                                     "which metricopt never writes and will not unpickle.")
+            declared = math.prod(shape) * dtype.itemsize
+            if declared > available:
+                raise ModelFileError(f"{corrupt}: array {key!r} declares shape {tuple(shape)} of {dtype} ({declared} "
+                                     f"bytes), but the archive holds {max(available, 0)} bytes for it; the file is "
+                                     "truncated, forged or damaged. Fit and save the model again.")
+
+
 def _need(mf, *keys):
     missing = [k for k in keys if k not in mf.arrays]
     if missing:
@@ -620,6 +660,20 @@ def _solution_from_file(mf, key="solution", prefix=""):
     from .solution import Solution, Status
 
     _need(mf, prefix + "M", prefix + "L")
+    for name in (prefix + "M", prefix + "L", prefix + "b"):
+        a = mf.arrays.get(name)
+        if a is None:
+            continue
+        ok = a.dtype.kind == "f" and np.all(np.isfinite(a))
+        if name.endswith("b"):
+            ok = ok and a.size == 1
+        else:  # M square, L with as many columns as M (M = L^T L)
+            ok = ok and a.ndim == 2 and a.shape[1 if name.endswith("L") else 0] == mf.arrays[prefix + "M"].shape[-1]
+        if not ok:
+            raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: array {name} must be a finite real "
+                                 f"{'number' if name.endswith('b') else 'matrix'}; got dtype {a.dtype}, shape {a.shape}"
+                                 f"{'' if a.dtype.kind != 'f' or np.all(np.isfinite(a)) else ' with NaN or inf'}. The "
+                                 "file was edited or damaged; fit and save the model again.")
     sm = mf.metadata[key]
     codes = {s.code: s for s in Status}
     if sm.get("status") not in codes:
@@ -629,7 +683,7 @@ def _solution_from_file(mf, key="solution", prefix=""):
         variables["b"] = float(mf.arrays[prefix + "b"])
     obj = sm.get("objective")
     return Solution(M=mf.arrays[prefix + "M"], L=mf.arrays[prefix + "L"],
-                    objective=float("nan") if obj is None else obj, status=codes[sm["status"]],
+                    objective=float("nan") if obj is None else float(obj), status=codes[sm["status"]],
                     backend=sm.get("backend"), solver=sm.get("solver"),
                     stats=dict(sm.get("stats") or {}), variables=variables, message=sm.get("message") or "",
                     certificate=_certificate_from_meta(sm.get("certificate")))
@@ -702,13 +756,21 @@ def load_model(path: FilePath) -> Any:
     """
     mf = read_model_file(path)
     kind = mf.metadata.get("kind")
-    if kind == "estimator":
-        obj = _estimator_from_file(mf)
-    elif kind == "solution":
-        obj = _solution_from_file(mf)
-    else:
-        raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: unknown kind {kind!r}.")
-    pre_meta = mf.metadata.get("preprocessing")
-    obj.preprocessing_ = Preprocessing._from_file(pre_meta, mf.arrays) if pre_meta is not None else None
+    try:
+        if kind == "estimator":
+            obj = _estimator_from_file(mf)
+        elif kind == "solution":
+            obj = _solution_from_file(mf)
+        else:
+            raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: unknown kind {kind!r}.")
+        pre_meta = mf.metadata.get("preprocessing")
+        obj.preprocessing_ = Preprocessing._from_file(pre_meta, mf.arrays) if pre_meta is not None else None
+    except ModelFileError:
+        raise
+    except (InputError, KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        # metadata of the wrong structure (a list for a dict, a string for a number, a missing key): edited
+        raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: its metadata does not describe a model "
+                             f"({type(exc).__name__}: {exc}); the file was edited or damaged. Fit and save the model "
+                             "again.") from None
     obj.model_metadata_ = mf.metadata
     return obj

@@ -55,3 +55,12 @@ def test_best_scale_along_a_given_direction_and_when_the_first_band_is_too_narro
 def test_best_scale_falls_back_to_the_scan_above_the_triplet_budget():
     P = _problems()["wine standardized"]
     assert best_scale(P, max_triplets=10) == _scan_scale(P, np.eye(P.d))
+
+
+def test_tiny_feature_ranges_get_a_valid_search_interval():
+    # mean target distance below 2^-20: the upper end of the search moves with 1/D (it was fixed at 2^20, and
+    # scipy refused the inverted interval with a ValueError)
+    X, y = load_iris(return_X_y=True)
+    p = mo.LMNNProblem(X * 1e-7, y, k=3)
+    sol = mo.solve(p, backend="jax", tol=1e-4)
+    assert sol.status is mo.Status.OPTIMAL and sol.certificate.rel_gap <= 1e-4

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._validation import check_int, check_real
 from ..errors import InputError
 from ..knn import knn_loo_predict, knn_predict
 from ..solution import Solution
@@ -90,6 +91,9 @@ def check_agreement(problem: Any, sol_a: Any, sol_b: Any, X_test: Any = None, to
     -------
     AgreementReport
     """
+    tol = check_real(tol, "tol", low=0.0)  # checked before the (costly) certificates
+    k = check_int(k, "k", low=1)
+    min_knn_agreement = check_real(min_knn_agreement, "min_knn_agreement", low=0.0, high=1.0)
     Ms = []
     for name, s in (("sol_a", sol_a), ("sol_b", sol_b)):
         if isinstance(s, Solution):

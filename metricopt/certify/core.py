@@ -8,7 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .._validation import check_real
-from ..errors import InputError, NotCertifiableError, NotConvexError
+from ..errors import InputError, NotCertifiableError, NotConvexError, UnknownOptionError
 from ..linalg import project_psd, psd_defect, symmetrize
 from ..protocols import GeometryKind
 from ..solution import Solution
@@ -97,22 +97,53 @@ def certify(problem: Any, M: Any, tol: float = 1e-6, psd_tol: float = 1e-7, feas
     NotCertifiableError
         When a term has no dual piece, or no certifier accepts the problem.
     """
+    if not hasattr(problem, "is_convex") or not hasattr(problem, "terms"):
+        raise InputError(f"certify needs a metricopt problem (e.g. metricopt.LMNNProblem(X, y)) as its first argument; "
+                         f"got {type(problem).__name__}.")
     if not problem.is_convex:
         raise NotConvexError(
             f"{problem.method} with terms {problem.terms} (geometry '{problem.geometry.describe()}') is not convex: "
             "a duality gap cannot certify global optimality; report such solutions as stationary."
         )
     tol = check_real(tol, "tol", low=0.0)
+    psd_tol = check_real(psd_tol, "psd_tol", low=0.0)
+    feas_tol = check_real(feas_tol, "feas_tol", low=0.0)
     summary = dual_summary(problem)
     certifier = _find_certifier(problem, summary)
+    extra = tuple(getattr(problem, "extra_variables", ()))
+    unknown = sorted(set(variables) - set(extra))
+    if unknown:
+        raise UnknownOptionError(
+            f"unknown keyword(s) for certify: {unknown}; accepted: tol, psd_tol, feas_tol"
+            + "".join(f", {v}" for v in extra) + f" ({problem.method}'s variables besides M: {', '.join(extra) or 'none'})."
+        )
+    for name, value in variables.items():  # validated, passed on unchanged
+        try:
+            ok = value is None or (not isinstance(value, (str, bytes))
+                                   and bool(np.isfinite(np.asarray(value, dtype=np.float64).reshape(()))))
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise InputError(f"{name} must be a finite real number (or None: chosen optimally for M); got {value!r}.")
     if isinstance(M, Solution):
         if M.M is None:
             raise InputError(f"the solution has no metric to certify (status '{M.status}': {M.message}).")
         variables = {**M.variables, **variables}
         M = M.M
-    M = np.asarray(M, dtype=np.float64)
-    if M.shape != (problem.d, problem.d) or not np.all(np.isfinite(M)):
-        raise InputError(f"M must be a finite ({problem.d}, {problem.d}) array; got shape {M.shape}.")
+    shape = f"a finite ({problem.d}, {problem.d}) array"
+    if M is None:
+        raise InputError(f"M must be {shape} or a metricopt.Solution; got None.")
+    try:
+        M = np.asarray(M, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"M must be {shape} of numbers or a metricopt.Solution; got {type(M).__name__} that does not "
+                         f"convert to float64 ({exc}).") from None
+    if M.shape != (problem.d, problem.d):
+        raise InputError(f"M must be {shape}; got shape {M.shape}.")
+    if not np.all(np.isfinite(M)):
+        n_bad = int(M.size - np.count_nonzero(np.isfinite(M)))
+        raise InputError(f"M must be {shape}; got {n_bad} NaN or infinite entries. Pass the metric of a finished "
+                         "solve (e.g. solution.M) or project a finite candidate with metricopt.linalg.project_psd.")
     M = symmetrize(M)
     details = {}
     lo, failed = psd_defect(M, psd_tol)

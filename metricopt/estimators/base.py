@@ -335,6 +335,9 @@ def _check_state_shapes(fit: FitResult, linear_map: bool) -> None:
     if M.shape != (d, d) or (comp is not None and (comp.ndim != 2 or comp.shape[1] != d)):
         shapes = f"M {M.shape}" + (f" and components {comp.shape}" if comp is not None else "")
         raise ModelStateError(f"{shapes} do not fit its problem with a {d} x {d} metric.")
+    if comp is not None and (comp.dtype.kind != "f" or not np.all(np.isfinite(comp))):
+        raise ModelStateError(f"components (dtype {comp.dtype}) must be a finite real matrix; the file was edited or "
+                              "damaged. Fit and save the model again.")
 
 
 class MetricLearner(ProblemFitMixin, TransformerMixin, BaseEstimator):

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .._validation import check_X
+from .._validation import check_scale, check_X
 from ..errors import InputError
 from ..linalg import factor, pair_rows, psd_defect, symmetrize
 from ..protocols import Geometry, GeometryKind
@@ -73,7 +73,7 @@ class Problem:
     default_solver = "SCS"
 
     def __init__(self, X):
-        self.X = check_X(X)
+        self.X = check_scale(check_X(X))
         self.terms = []
         self.constraints = []
 

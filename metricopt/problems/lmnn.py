@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._validation import check_choice, check_classes, check_int, check_real, check_y
+from .._validation import _py, check_choice, check_classes, check_int, check_real, check_y
 from ..constraints import active_triplets, hinge_total, n_triplets
 from ..constraints import target_neighbors as default_target_neighbors
 from ..errors import InputError
@@ -97,13 +97,23 @@ class LMNNProblem(Problem):
             T = np.asarray(target_neighbors)
             if T.ndim != 2 or T.shape[0] != self.n:
                 raise InputError(f"target_neighbors must have shape (n, k) = ({self.n}, k); got {T.shape}.")
-            if T.dtype.kind not in "iu" or np.any(T < 0) or np.any(T >= self.n):
-                raise InputError(f"target_neighbors must hold integer indices in [0, {self.n - 1}].")
+            if T.dtype.kind not in "iu":
+                raise InputError(f"target_neighbors must hold integer indices in [0, {self.n - 1}]. Got dtype "
+                                 f"{T.dtype}; pass an integer array (or leave target_neighbors=None).")
+            if np.any(T < 0) or np.any(T >= self.n):
+                i, j = np.argwhere((T < 0) | (T >= self.n))[0]
+                raise InputError(f"target_neighbors must hold integer indices in [0, {self.n - 1}]. Row {i} lists "
+                                 f"{T[i, j]}; X has {self.n} samples.")
             T = T.astype(np.int64)
             if np.any(self.y[T] != self.y[:, None]):
-                raise InputError("every target neighbour must have the same label as its anchor point.")
+                i, j = np.argwhere(self.y[T] != self.y[:, None])[0]
+                raise InputError(f"every target neighbour must have the same label as its anchor point. Point {i} "
+                                 f"(label {_py(self.y[i])!r}) lists {T[i, j]} (label {_py(self.y[T[i, j]])!r}); "
+                                 "pick neighbours of the same class, or leave target_neighbors=None.")
             if np.any(T == np.arange(self.n)[:, None]):
-                raise InputError("a point cannot be its own target neighbour.")
+                i = int(np.flatnonzero(np.any(T == np.arange(self.n)[:, None], axis=1))[0])
+                raise InputError(f"a point cannot be its own target neighbour. Point {i} lists itself; pick other "
+                                 "points of its class, or leave target_neighbors=None.")
             self.k = T.shape[1]
         self.target_neighbors = T
         anchors = np.repeat(np.arange(self.n), self.k)

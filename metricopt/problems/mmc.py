@@ -86,6 +86,7 @@ class MMCProblem(Problem):
         if self.diagonal:
             S = np.diag(np.diag(S))
         self.similar_matrix = S
+        self._check_bounded()
         self.terms = [SqrtDistances(self.dissimilar, weight=-1.0)]
         # keep the solver's numbers O(1): square roots of cone_scale * d_M (the similar-pair budget makes
         # d_M ~ 1/#similar), and, for the full matrix, M scaled likewise and the objective a mean
@@ -95,6 +96,31 @@ class MMCProblem(Problem):
             self.var_scale = float(len(self.similar))
             self.obj_scale = len(self.dissimilar) / np.sqrt(self.var_scale)
         self.constraints = [PairBudget(S, 1.0)]
+
+    def _check_bounded(self, rel=1e-10):
+        """Refuse data on which MMC is unbounded: a dissimilar pair that differs along a direction no
+        similar pair spans (a null direction ``u`` of ``S``) makes ``M = c u u^T`` feasible for every ``c``
+        while ``sum sqrt(d_M)`` grows like ``sqrt(c)``. This happens whenever ``d`` exceeds the rank of
+        ``S`` (e.g. more features than samples) unless the data lies in the span of the similar pairs."""
+        S = self.similar_matrix
+        D = self.X[self.dissimilar[:, 0]] - self.X[self.dissimilar[:, 1]]
+        G = D.T @ D  # scatter of the dissimilar pairs
+        if self.diagonal:
+            s, g = np.diag(S), np.diag(G)
+            null = s <= rel * max(float(s.max()), 1e-300)
+            rank, outside = int(np.sum(~null)), float(np.sum(g[null]))
+        else:
+            w, U = np.linalg.eigh(S)
+            null = w <= rel * max(float(w[-1]), 1e-300)
+            rank, outside = int(np.sum(~null)), float(np.trace(U[:, null].T @ G @ U[:, null]))
+        if outside > rel * max(float(np.trace(G)), 1e-300):
+            what = "features that vary within no similar pair" if self.diagonal else "directions no similar pair spans"
+            raise InputError(
+                f"MMC is unbounded on this data: the similar-pair scatter S is singular (rank {rank} of d = {self.d}, "
+                f"{len(self.similar)} similar pairs) and dissimilar pairs differ along {what}, "
+                "so sum sqrt(d_M) over dissimilar pairs grows without bound (e.g. more features than samples). "
+                f"Reduce the dimension (e.g. PCA to at most {max(rank, 1)} components) or add similar pairs."
+            )
 
     def _geometry(self):
         return Geometry(GeometryKind.BUDGET, diagonal=self.diagonal, budget=self.similar_matrix)

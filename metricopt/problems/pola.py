@@ -98,11 +98,17 @@ class POLAProblem(Problem):
             if pair_labels is None:
                 raise InputError("pairs were given without pair_labels; pass pair_labels with +1 (similar) or -1 (dissimilar).")
         self.pairs = check_pairs(pairs, self.n, "pairs")
-        lab = np.asarray(pair_labels, dtype=np.float64).ravel()
+        try:
+            lab = np.asarray(pair_labels, dtype=np.float64).ravel()
+        except (TypeError, ValueError):
+            raise InputError(f"pair_labels must be +1 (similar) or -1 (dissimilar). Got non-numeric labels "
+                             f"({np.asarray(pair_labels, dtype=object).ravel()[:3].tolist()}...); map them to +1/-1.") from None
         if lab.shape[0] != self.pairs.shape[0]:
             raise InputError(f"pair_labels has {lab.shape[0]} entries but there are {self.pairs.shape[0]} pairs.")
         if not np.all(np.isin(lab, (-1.0, 1.0))):
-            raise InputError("pair_labels must be +1 (similar) or -1 (dissimilar).")
+            t = int(np.flatnonzero(~np.isin(lab, (-1.0, 1.0)))[0])
+            raise InputError(f"pair_labels must be +1 (similar) or -1 (dissimilar). Got {lab[t]:g} for pair {t}; "
+                             "map the labels to +1/-1.")
         if self.pairs.shape[0] == 0:
             raise InputError("POLA needs at least one labelled pair.")
         self.pair_labels = lab

@@ -259,7 +259,8 @@ def best_scale(problem, M0=None, max_triplets=4_000_000):
             return rest(c) + weight * ((delta.size - first) + c * suffix[first])
 
         # convex in c, hence unimodal in log c: Brent's bounded search (scipy) to machine precision
-        bounds = (np.log(max(1.0 / D, lo_c)), np.log(hi_c))
+        # (tiny features: the mean target distance D below 2^-20 moves the upper end up with 1/D)
+        bounds = (np.log(max(1.0 / D, lo_c)), np.log(max(hi_c, 1024.0 / D)))
         found = minimize_scalar(lambda x: f(np.exp(x)), bounds=bounds, method="bounded",
                                 options={"xatol": 1e-12, "maxiter": 500})
         c = float(np.exp(found.x))
