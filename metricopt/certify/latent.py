@@ -31,7 +31,7 @@ import cvxpy as cp
 import numpy as np
 
 from ..linalg import symmetrize
-from ._dual import solve_small
+from ._dual import largest_psd_step, restricted_dual_program
 
 #: sets whose value is within BAND (relative to 1 + |value|) of their point's maximum get free multipliers
 BAND = 1e-3
@@ -102,24 +102,10 @@ def latent_bound(problem, M, variables, summary, feas_tol, tol):
     else:
         P_star = problem.pull
         base = symmetrize(P - P_star)
-        s = _largest_psd_step(base, symmetrize(P_star - B))
+        s = largest_psd_step(base, symmetrize(P_star - B), 1.0)
         lower = const + s * linear
         details["dual form"] = f"share s = {s:.6g} on the latent sets, the rest on h* (trace regulariser)"
     return upper, lower, details
-
-
-def _largest_psd_step(A, D):
-    """The largest ``s`` in ``[0, 1]`` with ``A + s D`` PSD (``A`` PSD), by bisection on exact eigenvalues."""
-    if np.linalg.eigvalsh(A + D)[0] >= 0:
-        return 1.0
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if np.linalg.eigvalsh(A + mid * D)[0] >= 0:
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 def _restricted_dual(problem, P, lam, C, rows, lam_r, Bfix, fixed_linear):
@@ -134,12 +120,6 @@ def _restricted_dual(problem, P, lam, C, rows, lam_r, Bfix, fixed_linear):
     B = Bfix + cp.reshape(K.T @ a, (d, d), order="C")
     obj = fixed_linear + lam_r @ a
     cons = [E @ a == C]
-    if lam > 0:
-        W = cp.Variable((d, d), PSD=True)
-        prog = cp.Problem(cp.Maximize(obj - cp.sum_squares(B - P + W) / (2 * lam)), cons)
-    else:
-        S = P - B
-        prog = cp.Problem(cp.Maximize(obj), cons + [0.5 * (S + S.T) >> 0])
-    if not solve_small(prog):
+    if not restricted_dual_program(obj, cons, B, P, lam):
         return None
     return np.clip(a.value, 0.0, None)

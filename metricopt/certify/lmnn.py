@@ -43,7 +43,7 @@ import numpy as np
 import scipy.linalg
 
 from ..linalg import symmetrize
-from ._dual import solve_small
+from ._dual import largest_psd_step, restricted_dual_program
 from .dual import dual_summary
 from .rank2_dual import solve_rank2_dual
 
@@ -89,13 +89,7 @@ def _restricted_dual(problem, P, lam, mu, Tv, Tn, Bv, accuracy):
     Bexpr = t * Bv + (cp.reshape(A.T @ a, (d, d), order="C") if a is not None else 0)
     cons = [t <= mu] + ([a <= mu] if a is not None else [])
     obj = t * len(Tv) + (cp.sum(a) if a is not None else 0)
-    if lam > 0:
-        W = cp.Variable((d, d), PSD=True)
-        prog = cp.Problem(cp.Maximize(obj - cp.sum_squares(Bexpr - P + W) / (2 * lam)), cons)
-    else:
-        S = P - Bexpr
-        prog = cp.Problem(cp.Maximize(obj), cons + [0.5 * (S + S.T) >> 0])
-    if not solve_small(prog):
+    if not restricted_dual_program(obj, cons, Bexpr, P, lam):
         return None
     tv = float(np.clip(t.value, 0, mu))
     an = np.clip(a.value, 0, mu) if a is not None else np.zeros(0)
@@ -136,17 +130,7 @@ def bound_from_alpha(P, lam, mu, B, alpha_sum, alpha_max, upper):
             # B lives on the range of P (a constant feature, data in a subspace): the scaled bound holds there
             return (_scaled_bound(symmetrize(Q.T @ P @ Q), Bq, alpha_sum, smax, upper),
                     {"dual form": f"scaled on the range of P (rank {Q.shape[1]} of {P.shape[0]})"})
-    lo, hi = 0.0, smax
-    if np.linalg.eigvalsh(P - hi * B)[0] >= 0:
-        lo = hi
-    else:
-        for _ in range(60):
-            mid = 0.5 * (lo + hi)
-            if np.linalg.eigvalsh(P - mid * B)[0] >= 0:
-                lo = mid
-            else:
-                hi = mid
-    return lo * alpha_sum, {"dual form": "scaled to P - sB PSD (P singular)"}
+    return largest_psd_step(P, -B, smax) * alpha_sum, {"dual form": "scaled to P - sB PSD (P singular)"}
 
 
 def triplet_bound(problem, M, variables, summary, feas_tol, tol):
