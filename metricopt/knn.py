@@ -22,7 +22,20 @@ Classification rule
   the largest vote count is shared by two or more labels, the farthest of the
   k neighbours is dropped and the vote is repeated with k-1 neighbours, and so
   on. With one neighbour the vote is always decisive, so the rule always
-  returns a label.
+  returns a label. This is ``ties="index"`` (the default): the result can
+  depend on the order of the training points and, where distances are tied
+  only in exact arithmetic, on the last bits of their rounding.
+* ``ties="inclusive"`` is robust to exact ties and to the order of the data.
+  Two squared distances are *tied* when they differ by at most ``TIE_RTOL``
+  (1e-7) relative to the larger: far above the rounding of ``cdist`` (about
+  1e-16 relative) and below any difference a metric solved to a 1e-6
+  certified gap can be said to make. Every training point tied with the
+  k-th nearest one votes (the set may hold more than k points). On a tied
+  vote, the group of points tied at the largest distance in the set is
+  dropped and the vote repeated (the paper's reduce-k rule applied to whole
+  tie groups); if the nearest group alone still ties, the smallest tied label
+  wins. The prediction depends only on the multiset of (distance, label)
+  pairs, never on the training order.
 
 Distances are computed on the transformed data ``X @ L.T`` with
 :func:`scipy.spatial.distance.cdist` (``'sqeuclidean'``), which sums squared
@@ -45,6 +58,17 @@ __all__ = ["knn_predict", "knn_error", "knn_loo_predict", "loo_knn_error"]
 
 #: Target size in bytes of one block of float64 distances (block x n_train).
 _BLOCK_BYTES = 64 * 2**20
+
+#: Relative tolerance under which two squared distances count as tied (``ties="inclusive"``).
+TIE_RTOL = 1e-7
+
+_TIES = ("index", "inclusive")
+
+
+def _check_ties(ties):
+    if ties not in _TIES:
+        raise InputError(f"ties must be one of {list(_TIES)}; got {ties!r}.")
+    return ties
 
 
 # ---------------------------------------------------------------------------
@@ -191,7 +215,52 @@ def _vote(nbr_codes, n_classes):
         counts[todo, nbr_codes[todo, kk]] -= 1
 
 
-def _predict_codes(Z_train, codes, n_classes, Z_query, k, block_size, loo):
+def _inclusive_sets(D, k, rtol):
+    """Every point tied with the k-th nearest one, per row, nearest first.
+
+    Returns ``(idx, d, valid)``, each ``(b, m)``: candidate columns sorted by distance, their
+    distances, and which of them lie within ``rtol`` (relative) of the row's k-th distance.
+    """
+    b, n = D.shape
+    kth = np.partition(D, k - 1, axis=1)[:, k - 1]
+    thr = kth * (1.0 + rtol)
+    m = int(np.count_nonzero(D <= thr[:, None], axis=1).max())
+    idx = np.argsort(D, axis=1, kind="stable") if m >= n else np.argpartition(D, m - 1, axis=1)[:, :m]
+    idx = idx[:, :m]
+    d = np.take_along_axis(D, idx, axis=1)
+    order = np.argsort(d, axis=1, kind="stable")
+    idx, d = np.take_along_axis(idx, order, axis=1), np.take_along_axis(d, order, axis=1)
+    return idx, d, d <= thr[:, None]
+
+
+def _vote_inclusive(nbr_codes, d, valid, n_classes, rtol):
+    """Vote over tie-inclusive sets; on a tied vote drop the farthest tie group and revote.
+
+    If only the nearest tie group is left and the vote still ties, the smallest tied code wins.
+    """
+    b, m = nbr_codes.shape
+    rows = np.arange(b)
+    valid = valid.copy()
+    pred = np.empty(b, dtype=np.intp)
+    todo = rows
+    while True:
+        counts = np.zeros((todo.size, n_classes), dtype=np.int64)
+        np.add.at(counts, (np.repeat(np.arange(todo.size), m), nbr_codes[todo].ravel()), valid[todo].ravel())
+        top = counts.max(axis=1)
+        winners = counts == top[:, None]
+        dmax = np.where(valid[todo], d[todo], -np.inf).max(axis=1)
+        far = valid[todo] & (d[todo] * (1.0 + rtol) >= dmax[:, None])
+        last_group = np.count_nonzero(far, axis=1) == np.count_nonzero(valid[todo], axis=1)
+        decided = (np.count_nonzero(winners, axis=1) == 1) | last_group
+        pred[todo[decided]] = np.argmax(winners[decided], axis=1)  # first True: the smallest tied code
+        keep = ~decided
+        valid[todo[keep]] &= ~far[keep]
+        todo = todo[keep]
+        if todo.size == 0:
+            return pred
+
+
+def _predict_codes(Z_train, codes, n_classes, Z_query, k, block_size, loo, ties="index"):
     """Predicted class codes for the rows of ``Z_query`` (already transformed)."""
     n_query = Z_query.shape[0]
     out = np.empty(n_query, dtype=np.intp)
@@ -206,8 +275,12 @@ def _predict_codes(Z_train, codes, n_classes, Z_query, k, block_size, loo):
             # query i is training point i: exclude it. k <= n - 1, so a point at
             # +inf is never among the k nearest.
             D[np.arange(stop - start), np.arange(start, stop)] = np.inf
-        nbrs = _k_smallest_stable(D, k)
-        out[start:stop] = _vote(codes[nbrs], n_classes)
+        if ties == "inclusive":
+            idx, d, valid = _inclusive_sets(D, k, TIE_RTOL)
+            out[start:stop] = _vote_inclusive(codes[idx], d, valid, n_classes, TIE_RTOL)
+        else:
+            nbrs = _k_smallest_stable(D, k)
+            out[start:stop] = _vote(codes[nbrs], n_classes)
     return out
 
 
@@ -216,7 +289,7 @@ def _predict_codes(Z_train, codes, n_classes, Z_query, k, block_size, loo):
 # ---------------------------------------------------------------------------
 
 
-def knn_predict(X_train, y_train, X_test, k=3, *, L=None, M=None, block_size=None):
+def knn_predict(X_train, y_train, X_test, k=3, *, L=None, M=None, block_size=None, ties="index"):
     """Predict labels with the kNN rule of Weinberger & Saul under a Mahalanobis metric.
 
     The distance is ``d_M(a, b) = (a - b)^T M (a - b) = ||L (a - b)||^2`` with
@@ -250,6 +323,12 @@ def knn_predict(X_train, y_train, X_test, k=3, *, L=None, M=None, block_size=Non
         Number of test points whose distances to all training points are held
         in memory at once. Default: about 64 MB of float64 per block. The
         result does not depend on it.
+    ties : {"index", "inclusive"}, default="index"
+        Rule for points at equal distance (see the module docstring):
+        ``"index"`` keeps the lower training index at the k-th place;
+        ``"inclusive"`` lets every point tied (to ``TIE_RTOL``) with the k-th
+        nearest vote and drops whole tie groups on a tied vote, so the result
+        does not depend on the training order or on rounding.
 
     Returns
     -------
@@ -268,11 +347,12 @@ def knn_predict(X_train, y_train, X_test, k=3, *, L=None, M=None, block_size=Non
     T = _resolve_transform(L, M, X_train.shape[1])
     bs = _block_size(block_size, X_train.shape[0])
     classes, codes = _encode(y_train)
-    pred = _predict_codes(_apply(X_train, T), codes, classes.size, _apply(X_test, T), k, bs, loo=False)
+    ties = _check_ties(ties)
+    pred = _predict_codes(_apply(X_train, T), codes, classes.size, _apply(X_test, T), k, bs, loo=False, ties=ties)
     return classes[pred]
 
 
-def knn_error(X_train, y_train, X_test, y_test, k=3, *, L=None, M=None, block_size=None):
+def knn_error(X_train, y_train, X_test, y_test, k=3, *, L=None, M=None, block_size=None, ties="index"):
     """Test error of the Weinberger & Saul kNN rule under a Mahalanobis metric.
 
     Classifies every test point with :func:`knn_predict` (majority vote among
@@ -300,6 +380,8 @@ def knn_error(X_train, y_train, X_test, y_test, k=3, *, L=None, M=None, block_si
         PSD metric matrix; exclusive with ``L``. Neither: Euclidean.
     block_size : int, optional
         Test points per distance block (see :func:`knn_predict`).
+    ties : {"index", "inclusive"}, default="index"
+        Rule for points at equal distance (see :func:`knn_predict`).
 
     Returns
     -------
@@ -315,11 +397,11 @@ def knn_error(X_train, y_train, X_test, y_test, k=3, *, L=None, M=None, block_si
     """
     X_test = check_X(X_test, "X_test")
     y_test = check_y(y_test, X_test.shape[0], "y_test")
-    pred = knn_predict(X_train, y_train, X_test, k, L=L, M=M, block_size=block_size)
+    pred = knn_predict(X_train, y_train, X_test, k, L=L, M=M, block_size=block_size, ties=ties)
     return float(np.mean(pred != y_test))
 
 
-def knn_loo_predict(X, y, k=3, *, L=None, M=None, block_size=None):
+def knn_loo_predict(X, y, k=3, *, L=None, M=None, block_size=None, ties="index"):
     """Leave-one-out predictions of the Weinberger & Saul kNN rule.
 
     Each point ``x_i`` is classified by the other ``n - 1`` points (itself
@@ -343,6 +425,8 @@ def knn_loo_predict(X, y, k=3, *, L=None, M=None, block_size=None):
         PSD metric matrix; exclusive with ``L``. Neither: Euclidean.
     block_size : int, optional
         Query points per distance block (see :func:`knn_predict`).
+    ties : {"index", "inclusive"}, default="index"
+        Rule for points at equal distance (see :func:`knn_predict`).
 
     Returns
     -------
@@ -362,11 +446,12 @@ def knn_loo_predict(X, y, k=3, *, L=None, M=None, block_size=None):
     bs = _block_size(block_size, X.shape[0])
     classes, codes = _encode(y)
     Z = _apply(X, T)
-    pred = _predict_codes(Z, codes, classes.size, Z, k, bs, loo=True)
+    ties = _check_ties(ties)
+    pred = _predict_codes(Z, codes, classes.size, Z, k, bs, loo=True, ties=ties)
     return classes[pred]
 
 
-def loo_knn_error(X, y, k=3, *, L=None, M=None, block_size=None):
+def loo_knn_error(X, y, k=3, *, L=None, M=None, block_size=None, ties="index"):
     """Leave-one-out kNN error on a training set (Weinberger & Saul rule).
 
     Fraction of points misclassified when each point is classified by all the
@@ -390,6 +475,8 @@ def loo_knn_error(X, y, k=3, *, L=None, M=None, block_size=None):
         PSD metric matrix; exclusive with ``L``. Neither: Euclidean.
     block_size : int, optional
         Query points per distance block (see :func:`knn_predict`).
+    ties : {"index", "inclusive"}, default="index"
+        Rule for points at equal distance (see :func:`knn_predict`).
 
     Returns
     -------
@@ -401,6 +488,6 @@ def loo_knn_error(X, y, k=3, *, L=None, M=None, block_size=None):
     ValueError
         On invalid input, as in :func:`knn_loo_predict`.
     """
-    pred = knn_loo_predict(X, y, k, L=L, M=M, block_size=block_size)
+    pred = knn_loo_predict(X, y, k, L=L, M=M, block_size=block_size, ties=ties)
     y = check_y(y, pred.shape[0], "y")
     return float(np.mean(pred != y))

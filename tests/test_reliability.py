@@ -35,6 +35,8 @@ import pathlib
 import time
 import zipfile
 
+import types
+
 import numpy as np
 import pytest
 from test_errors import N0, X0, Y0  # the 12-point, 3-class set of the error tests
@@ -350,14 +352,7 @@ def test_string_and_float_labels_work_and_round_trip_in_predictions(est_name, tm
 
 
 @pytest.mark.parametrize("backend", ["cvxpy", "jax"])
-def test_the_same_fit_twice_gives_a_bit_identical_metric(backend, iris_std, monkeypatch):
-    if backend == "jax":
-        # the JAX driver spaces certificates slower than CERTIFY_SLOW seconds by wall-clock time (see
-        # metricopt/backends/jax/driver.py), which makes the iterate it stops at depend on the machine's load;
-        # with that switched off the schedule counts iterations only, and the fit must be reproducible
-        import metricopt.backends.jax.driver as driver
-
-        monkeypatch.setattr(driver, "CERTIFY_SLOW", float("inf"))
+def test_the_same_fit_twice_gives_a_bit_identical_metric(backend, iris_std):
     X, y = iris_std[0][::5], iris_std[1][::5]  # 30 points of iris, 10 per class
     first, second = (mo.LMNN(k=3, backend=backend, tol=1e-4 if backend == "jax" else None).fit(X, y)
                      for _ in range(2))
@@ -365,6 +360,35 @@ def test_the_same_fit_twice_gives_a_bit_identical_metric(backend, iris_std, monk
     assert np.array_equal(first.solution_.M, second.solution_.M)
     assert np.array_equal(first.components_, second.components_)
     assert first.solution_.objective == second.solution_.objective
+
+
+def test_a_jax_fit_does_not_depend_on_how_long_its_certificates_take(iris_std, monkeypatch):
+    """A loaded machine makes certificates slow; by default (``deterministic="auto"`` on a small problem) the
+    certificate schedule counts iterations only, so the iterate the solve stops at cannot move. Simulated by
+    making every certificate look slower than ``CERTIFY_SLOW``; ``deterministic=False`` must then move it."""
+    import metricopt.backends.jax.driver as driver
+
+    X, y = iris_std
+    p = mo.LMNNProblem(X, y, k=3)
+    quiet = p.solve(backend="jax", tol=1e-6)
+    clock = {"t": 0.0}
+
+    def slow_clock():  # every call advances 1 s: each certificate "takes" seconds, iterations as long
+        clock["t"] += 1.0
+        return clock["t"]
+
+    monkeypatch.setattr(driver, "time", types.SimpleNamespace(perf_counter=slow_clock))
+    loaded = p.solve(backend="jax", tol=1e-6)
+    assert np.array_equal(loaded.M, quiet.M)
+    assert loaded.stats["iterations"] == quiet.stats["iterations"]
+    timed = p.solve(backend="jax", tol=1e-6, deterministic=False)
+    assert timed.stats["iterations"] != quiet.stats["iterations"]
+
+
+def test_deterministic_option_is_checked():
+    p = mo.LMNNProblem(X0, Y0, k=2)
+    with pytest.raises(mo.InputError, match="deterministic must be 'auto', True or False; got 'yes'"):
+        p.solve(backend="jax", deterministic="yes")
 
 
 # --------------------------------------------------------------------------- model files

@@ -36,6 +36,7 @@ class Options:
     devices: Any = None
     callback: Callable | None = None
     precondition: Any = "auto"
+    deterministic: Any = "auto"
 
     @classmethod
     def resolve(cls, options: dict) -> "Options":
@@ -62,7 +63,16 @@ class Options:
                    certify_every=check_int(opts.certify_every, "certify_every", low=1),
                    margin=check_real(opts.margin, "margin", low=0.0), time_limit=time_limit, init=opts.init,
                    devices=opts.devices, callback=opts.callback,
-                   precondition=_check_precondition(opts.precondition))
+                   precondition=_check_precondition(opts.precondition),
+                   deterministic=_check_deterministic(opts.deterministic))
+
+
+def _check_deterministic(value):
+    if isinstance(value, str) and value == "auto":
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise InputError(f"deterministic must be 'auto', True or False; got {value!r}.")
 
 
 def _check_precondition(value):
@@ -131,8 +141,18 @@ def solve(problem, **options):
         (20 %) of the iterations done so far when that is longer).
     margin : float
         Triplets with hinge argument ``1 + d_ij - d_il > -margin`` at a re-check form the active set.
+    deterministic : {"auto", True, False}, default "auto"
+        ``True``: certificates follow an iteration schedule only, so the same solve gives bit-identical
+        results on every run, however loaded the machine. ``False``: an expensive certificate (more than
+        ``driver.CERTIFY_SLOW`` seconds) also waits until the iterations since the last one took
+        ``driver.CERTIFY_SHARE`` times as long, which bounds the certificates' share of the time but makes
+        the stopping iterate depend on timing. ``"auto"``: ``False`` for problems with
+        ``n^2 d >= driver.TIMED_SPACING_WORK`` (5e8, e.g. letters' 14,000 x 16), ``True`` below.
     time_limit : float, optional
-        Seconds after which the solve stops with ``iteration_limit``.
+        Seconds after which the solve stops with ``iteration_limit``. It is checked at the re-checks
+        (every ``check_every`` iterations or more), and a certificate is computed at the last iterate
+        after it: on large problems (e.g. 8,800 points at k = 11, whose certificate searches every
+        triplet) the solve can end well after ``time_limit``.
     init : (d, d) array or Solution, optional
         Starting point (PSD metric; a Solution also gives POLA's ``b``); default the identity,
         as in the paper (MMC: scaled onto the budget; POLA: ``b = 1``).
@@ -343,6 +363,7 @@ def evaluate(problem, Z, smoothing=0.0, direction=None):
     import jax.numpy as jnp
 
     from .driver import Run
+    from .loop import evaluate_hvp, evaluate_objective
     from .solvers import hessian_vector_product
 
     setup = Setup(problem)
@@ -354,11 +375,15 @@ def evaluate(problem, Z, smoothing=0.0, direction=None):
         actives = run.recheck(setup.to_point(run.Z))[0]
         objective = run.objective(actives)
         Zj = jnp.asarray(run.Z)
-        value, exact, grad = objective(Zj, smoothing)
+        # jitted once per term classes and shapes: run eagerly, each of the objective's ~100 primitives is
+        # compiled on its own (seconds on a small problem); a closure jitted per call would recompile each time
+        args = (tuple(run.term_classes), run.geometry, run.data, run.gdata, tuple(actives), Zj,
+                jnp.asarray(smoothing, dtype=Zj.dtype))
+        value, exact, grad = evaluate_objective(*args, roles=run.roles)
         out = (float(value), float(exact), np.asarray(grad, dtype=np.float64))
         if direction is not None:
             V = jnp.asarray(np.asarray(direction, dtype=np.float64))
-            out += (np.asarray(hessian_vector_product(objective, Zj, smoothing, V), dtype=np.float64),)
+            out += (np.asarray(evaluate_hvp(*args, V, hessian_vector_product, roles=run.roles), dtype=np.float64),)
     return out
 
 

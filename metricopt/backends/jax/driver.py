@@ -31,6 +31,9 @@ CERTIFY_GROWTH = 0.2
 #: of them take at least CERTIFY_SHARE times as long as the last one (the schedule then depends on timing)
 CERTIFY_SLOW = 0.5
 CERTIFY_SHARE = 3.0
+#: with ``deterministic="auto"``, the timed spacing applies only to problems with ``n^2 d`` at least this
+#: (below it every solve is bit-reproducible whatever the load of the machine)
+TIMED_SPACING_WORK = 5e8
 #: rollback safeguard: a chunk is undone when the re-check after it finds more than
 #: max(EXPLOSION_FACTOR * previous size, EXPLOSION_MIN) active triplets (the search then stops early)
 #: or the true objective rose by more than BLOWUP times its value; after MAX_REJECTIONS in a row the
@@ -109,6 +112,11 @@ class Run:
         # certificates
         self.cert, self.cert_V, self.cert_it, self.cert_time, self.cert_calls = None, None, None, 0.0, 0
         self.last_cert, self.cert_end = 0.0, 0.0
+        det = opts.deterministic
+        if det == "auto":
+            n, d = getattr(problem, "n", 0) or 0, getattr(problem, "d", 0) or 0
+            det = float(n) ** 2 * float(d) < TIMED_SPACING_WORK
+        self.timed_spacing = not det
         # rollback safeguard (solvers that promise descent, on problems with working sets)
         self.guarded = solver.monotone and any(t.uses_working_set for t in terms)
         self.prev, self.prev_sizes, self.prev_prev_sizes = None, {}, {}
@@ -252,8 +260,9 @@ class Run:
 
     def measure(self, V, entry, actives, now, done):
         """Convex problems: the certificate when one is due (every ``certify_every`` iterations, more
-        sparsely later on: a deterministic schedule, so that a solve is reproducible; always before giving
-        up). Factor geometry: the relative gradient norm at the current smoothing. Returns whether a
+        sparsely later on: a deterministic schedule, so that a solve is reproducible, unless
+        ``timed_spacing`` (``deterministic=False``, or "auto" on a large problem) also spaces expensive
+        certificates by wall-clock time; always before giving up). Factor geometry: the relative gradient norm at the current smoothing. Returns whether a
         non-convex iterate is stationary within ``tol``."""
         if not self.certifiable:
             return self.first_order(entry)
@@ -267,7 +276,7 @@ class Run:
             return at_min_width and rel <= self.opts.tol
         cert, cert_it = self.cert, self.cert_it
         due = self.it - cert_it >= max(self.opts.certify_every, int(CERTIFY_GROWTH * cert_it)) if cert else True
-        if due and cert is not None and self.last_cert > CERTIFY_SLOW:
+        if due and cert is not None and self.timed_spacing and self.last_cert > CERTIFY_SLOW:
             # an expensive certificate (e.g. POLA's restricted dual program) waits until the iterations
             # since the last one took CERTIFY_SHARE times as long: certificates stay a bounded share of the time
             due = now - self.cert_end >= CERTIFY_SHARE * self.last_cert

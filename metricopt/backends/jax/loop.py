@@ -74,3 +74,17 @@ def run_chunk(solver, term_classes, geometry, data, gdata, actives, state, n_ste
 
     steps, state = lax.while_loop(cond, body, (jnp.zeros((), jnp.int32), state))
     return {**state, "iterations": state["iterations"] + steps}
+
+
+@functools.partial(jax.jit, static_argnames=("term_classes", "geometry", "roles"))
+def evaluate_objective(term_classes, geometry, data, gdata, actives, Z, s, roles=()):
+    """``Objective(...)(Z, s)`` jitted once per term classes, geometry and shapes (a host-side evaluation
+    of the loop's objective: run eagerly, each of its primitives would be compiled on its own)."""
+    return Objective(term_classes, data, actives, geometry, gdata, roles)(Z, s)
+
+
+@functools.partial(jax.jit, static_argnames=("term_classes", "geometry", "roles", "hvp"))
+def evaluate_hvp(term_classes, geometry, data, gdata, actives, Z, s, V, hvp, roles=()):
+    """``hvp(objective, Z, s, V)`` (e.g. :func:`~.solvers.hessian_vector_product`) on the loop's objective,
+    jitted like :func:`evaluate_objective`."""
+    return hvp(Objective(term_classes, data, actives, geometry, gdata, roles), Z, s, V)
