@@ -373,7 +373,6 @@ def evaluate(problem, Z, smoothing=0.0, direction=None):
     with jax.enable_x64(True):
         run = Run(problem, setup, _jax_terms(problem, solver), np.asarray(Z, dtype=np.float64), solver, opts)
         actives = run.recheck(setup.to_point(run.Z))[0]
-        objective = run.objective(actives)
         Zj = jnp.asarray(run.Z)
         # jitted once per term classes and shapes: run eagerly, each of the objective's ~100 primitives is
         # compiled on its own (seconds on a small problem); a closure jitted per call would recompile each time
