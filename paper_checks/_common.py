@@ -344,6 +344,28 @@ KNOWN_MISMATCHES = {
         "not reproduced, as for the certified optimum (first row): stopping on the paper's 30 % validation part "
         "does not produce the paper's gain on our subsamples."
     ),
+    "balance: LMNN kNN below Euclidean kNN (paper: -7.17 pp)": (
+        "explained by the solver, measured in this check: the certified optimum of Eq. 14 does not gain (+1.11 pp, "
+        "s.e. 0.19, 100 splits), while the same program solved by the JAX backend and stopped early on a 30 % "
+        "validation part gains -5.89 pp (s.e. 0.63, 40 splits) and its error, 9.74 %, is consistent with the "
+        "paper's 11.16 % (second row). The paper's LMNN number is that of an early-stopped solve."
+    ),
+    "balance: LMNN 3-NN error consistent with the paper's 11.16 %": (
+        "as for the gain: the certified optimum gives 16.93 %, the early-stopped solve 9.74 % (consistent with "
+        "11.16 %, second row)."
+    ),
+    "balance: Euclidean 3-NN error consistent with the paper's 18.33 %": (
+        "explained by the kNN tie rule, measured on the same splits: balance's integer features tie most 3rd and "
+        "4th neighbours exactly; the tie-inclusive rule used here gives 15.81 %, the index rule (lower training "
+        "index first, as a sort-based kNN does) 18.51 %, within the band of the paper's 18.33 %."
+    ),
+    "faces: Euclidean 3-NN on the raw pixels consistent with the paper's 6.03 %": (
+        "not reproduced, and not by resolution or normalisation, measured on the same 10 splits (7 training "
+        "images per subject, 3-NN): raw pixels 10.17 % (ORL 32x32) and 10.33 % (Olivetti 64x64); unit-norm "
+        "images 12.50 % / 12.83 %; zero-mean unit-norm 10.75 % / 10.83 %. The paper's image preprocessing (its "
+        "images were downsampled to 38x31) is not known; LMNN and the energy rule, after PCA, are consistent "
+        "with the paper's 3.28 % and 3.16 % at 50 dimensions."
+    ),
     "wine unscaled: every LMNN solve is certified optimal (status optimal, relative duality gap within tol)": (
         "numerics of the unscaled wine features (proline ~1e3 against others ~0.1-10): the conic program is badly "
         "scaled, and 11 of 25 Clarabel solves on the 152-point subsamples end optimal_inaccurate with certified "
