@@ -366,6 +366,31 @@ KNOWN_MISMATCHES = {
         "images were downsampled to 38x31) is not known; LMNN and the energy rule, after PCA, are consistent "
         "with the paper's 3.28 % and 3.16 % at 50 dimensions."
     ),
+    "Yale B: LMNN 3-NN error within 2 pp of the paper's 5.90 %": (
+        "partly explained by the dimension, measured on the same split (45 images per subject, leading 5 "
+        "components dropped): Euclidean 3-NN falls from 17.19 % at 50 PCA dimensions to 14.77 % at 100 and "
+        "13.35 % at 200-300 (12.78 % at 500; without dropping the 5: 44.60 % at 50, 30.82 % at 300). Our LMNN "
+        "runs at 50 dimensions (11.08 %, certified 4e-4) because the certificate's restricted dual does not fit "
+        "in memory at 200 (faces check); the paper's PCA dimension and its larger images are not reproduced, so "
+        "the rest of the difference is not measured. The energy rule (10.51 %) is within 0.4 pp of the paper's "
+        "10.11 %."
+    ),
+    "letter: Euclidean 3-NN error consistent with the paper's 4.68 %": (
+        "partly explained by the tie rule, measured on the same 3 splits: the tie-inclusive rule gives 4.37 %, the "
+        "index rule 4.54 % (letters' 16 features are small integers, so distances tie). The remaining 0.14 pp is "
+        "3.5 s.e. of our mean; the band, derived from the split-to-split variation alone (0.09 pp with 6,000 test "
+        "points a split), leaves no room for the paper's unknown kNN implementation and splits."
+    ),
+    "letter: LMNN 3-NN error consistent with the paper's 3.60 %": (
+        "ours is 0.15 pp lower (3.45 %, s.e. 0.02, certified gap <= 9e-4; index rule 3.46 %) against a band of "
+        "0.04 pp. The paper's solver, stopping rule and splits are not reproduced; the difference is not explained "
+        "further."
+    ),
+    "letter: energy-rule error consistent with the paper's 2.67 %": (
+        "not reproduced: 3.11 % (s.e. 0.05) against 2.67 %, with the certified metric (gap <= 9e-4) and the energy "
+        "rule of Eq. 15 tested against a loop reference (tests/test_energy.py). Not explained: the paper's energy "
+        "classifier may use its own target neighbours or a different tie handling; not measured."
+    ),
     "wine unscaled: every LMNN solve is certified optimal (status optimal, relative duality gap within tol)": (
         "numerics of the unscaled wine features (proline ~1e3 against others ~0.1-10): the conic program is badly "
         "scaled, and 11 of 25 Clarabel solves on the 152-point subsamples end optimal_inaccurate with certified "

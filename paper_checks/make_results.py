@@ -42,7 +42,12 @@ Blitzer & Saul, NIPS 18, 2005 (Table 1, Fig. 2). All errors are 3-NN test errors
 (mean +- standard error over the splits); LMNN is the convex program of JMLR 2009 Eq. 14 with
 k = 3 target neighbours and mu = 0.5; "energy" is the energy-based rule of JMLR 2009 Eq. 15.
 "max gap" is the largest certified relative duality gap (`metricopt.certify`) over the check's
-solves; "solve s" the mean seconds per LMNN solve (2 shared CPU cores).
+solves; "solve s" the mean seconds per LMNN solve (2 shared CPU cores). kNN errors use the tie-inclusive
+rule (`metricopt.knn_error(..., ties="inclusive")`: every point tied with the k-th nearest votes), so they do
+not depend on the order of the data or on the rounding of exactly tied distances; the index-rule errors are
+listed beside them. The papers are not in the workspace: their numbers are as the issues quote them (JMLR 2009
+Table 1; issue 16 corrected the faces and Yale B rows). `<check>-identity` sections are the check of the
+checks (`METRICOPT_PAPER_IDENTITY=1`: every LMNN metric replaced by the identity), whose gain assertions must fail.
 
 The NCA check (Goldberger et al., NIPS 2004, Fig. 1) and the baseline rows of JMLR 2009 Table 1 (PCA, LDA,
 RCA, MCC, NCA, LMNN on LDA inputs, SVM) compare several methods on the same splits: their tables give each

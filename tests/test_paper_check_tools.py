@@ -73,3 +73,41 @@ def test_method_tables_are_stored_and_rendered(common, tmp_path):
     text = out.read_text()
     assert "**wine** (2 splits)" in text and "| LDA | 2 |" in text and "not at hand" in text
     assert "wine: LDA below Euclidean" in text
+
+
+def test_paper_band_shrinks_with_splits_and_fails_on_a_paper_sized_difference(common):
+    C, _ = common
+    # ours: mean 4.0, s.e. 0.2 over 100 splits (s.d. 2.0); the paper's mean over 100 splits then has s.e. 0.2
+    s = {"lmnn": {"mean": 4.0, "se": 0.2}, "n_splits": 100}
+    a = C.assert_paper_band(s, "lmnn", 4.5, 100, "x")
+    assert a.passed and "0.57 pp" in a.tolerance  # 2 sqrt(0.2^2 + 0.2^2)
+    assert not C.assert_paper_band(s, "lmnn", 4.6, 100, "x").passed
+    # one split of the paper: its mean is as uncertain as one of our splits
+    assert C.assert_paper_band(s, "lmnn", 7.9, 1, "x").passed
+
+
+def test_paper_size_splits_have_the_paper_sizes_and_are_stratified(common):
+    C, _ = common
+    y = np.repeat([0, 1, 2], 50)  # iris's labels
+    splits = C.paper_size_splits(y, "iris", 5, seed=0)
+    assert len(splits) == 5
+    for tr, te in splits:
+        assert len(tr) == 90 and len(te) == 38 and not set(tr) & set(te)
+        assert np.all(np.bincount(y[tr]) == 30)  # stratified: 90 / 3
+    assert not np.array_equal(splits[0][0], splits[1][0])
+    again = C.paper_size_splits(y, "iris", 5, seed=0)
+    assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(splits, again))
+
+
+def test_the_identity_run_of_a_check_fails_its_gain_assertion(common, monkeypatch):
+    C, _ = common
+    from metricopt import datasets
+
+    X, y = load_wine(return_X_y=True)
+    splits = list(datasets.random_splits(y, n_splits=3, test_size=0.3, seed=0))
+    monkeypatch.setattr(C, "IDENTITY", True)
+    res = C.run_protocol(X, y, splits, {"backend": "cvxpy"}, scale="standard", label="identity")
+    s = C.summarize(res)
+    assert {r.status for r in res} == {"identity"}
+    assert not C.assert_gain(s, "lmnn", "euclidean", "x").passed
+    assert not C.assert_certified(s, res, 1e-6).passed
