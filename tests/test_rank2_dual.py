@@ -9,7 +9,7 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import assume, HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import metricopt as mo
@@ -33,7 +33,9 @@ def reference(P, U, V, mu, G0, c0):
         cons += [x0 >= 0, x0 <= mu]
     prog = cp.Problem(cp.Maximize(obj), cons + [0.5 * (S + S.T) >> 0])
     prog.solve(solver="CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
-    assert prog.status == cp.OPTIMAL
+    # a case the reference cannot solve to its tight tolerances (Clarabel 'optimal_inaccurate', seen on a
+    # random 2-D case with a tie term) cannot check anything: discard it
+    assume(prog.status == cp.OPTIMAL)
     return prog.value
 
 
