@@ -512,6 +512,18 @@ def assert_gain(summary, a, b, what, z=2.0):
     )
 
 
+def time_limited_checks(summary, results, gap_tol, name, paper_gains=None):
+    """The assertions of a time-limited JAX row: every solve's certified gap within ``gap_tol``, and LMNN's
+    kNN and energy rule significantly below Euclidean (``paper_gains``: the paper's gains, quoted in the text)."""
+    def text(m, what):
+        return f"{name}: {what} below Euclidean kNN" + (f" (paper: {paper_gains[m]:+.2f} pp)" if paper_gains else "")
+
+    return [assert_gap(summary, results, gap_tol, f"{name}: every time-limited LMNN solve has a certified "
+                       "relative gap within the stated loose tolerance"),
+            assert_gain(summary, "lmnn", "euclidean", text("lmnn", "LMNN kNN")),
+            assert_gain(summary, "energy", "euclidean", text("energy", "energy rule"))]
+
+
 def assert_band(summary, method, paper, band, what):
     """Measured mean error of ``method`` within ``band`` percentage points of the paper's."""
     m = summary[method]["mean"]

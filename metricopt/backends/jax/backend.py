@@ -63,24 +63,17 @@ class Options:
                    certify_every=check_int(opts.certify_every, "certify_every", low=1),
                    margin=check_real(opts.margin, "margin", low=0.0), time_limit=time_limit, init=opts.init,
                    devices=opts.devices, callback=opts.callback,
-                   precondition=_check_precondition(opts.precondition),
-                   deterministic=_check_deterministic(opts.deterministic))
+                   precondition=_check_auto_or_bool(opts.precondition, "precondition"),
+                   deterministic=_check_auto_or_bool(opts.deterministic, "deterministic"))
 
 
-def _check_deterministic(value):
+def _check_auto_or_bool(value, name):
+    """An option that is ``"auto"``, ``True`` or ``False``."""
     if isinstance(value, str) and value == "auto":
         return value
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
-    raise InputError(f"deterministic must be 'auto', True or False; got {value!r}.")
-
-
-def _check_precondition(value):
-    if isinstance(value, str) and value == "auto":
-        return value
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    raise InputError(f"precondition must be 'auto', True or False; got {value!r}.")
+    raise InputError(f"{name} must be 'auto', True or False; got {value!r}.")
 
 
 #: the option names (for messages and the command line)
