@@ -694,14 +694,15 @@ def fitted_status(est):
     return str(sol.status) if sol is not None else "-"
 
 
-def run_methods(methods, X_train, y_train, X_test, y_test, k, loo=False):
+def run_methods(methods, X_train, y_train, X_test, y_test, k, loo=False, ties="index"):
     """Fit every method on one split and measure its kNN errors.
 
     ``methods`` maps a name to ``fit(X_train, y_train) -> fitted`` where ``fitted`` has
     ``transform`` (a metric learner or a baseline) or ``predict`` (a classifier such as
     scikit-learn's SVC, whose own test error is then reported). Returns ``{name: {"test":
     fraction, "train_loo": fraction or nan, "seconds": s, "status": str}}``; ``train_loo`` is
-    the leave-one-out kNN error on the training set (computed when ``loo``).
+    the leave-one-out kNN error on the training set (computed when ``loo``). ``ties``: the kNN
+    tie rule (:mod:`metricopt.knn`; the NCA and baseline checks were run with ``"index"``).
     """
     from metricopt.knn import knn_error, loo_knn_error
 
@@ -712,8 +713,8 @@ def run_methods(methods, X_train, y_train, X_test, y_test, k, loo=False):
         seconds = time.perf_counter() - t0
         if hasattr(est, "transform"):
             Ztr, Zte = est.transform(X_train), est.transform(X_test)
-            test = knn_error(Ztr, y_train, Zte, y_test, k=k)
-            train = loo_knn_error(Ztr, y_train, k=k) if loo else float("nan")
+            test = knn_error(Ztr, y_train, Zte, y_test, k=k, ties=ties)
+            train = loo_knn_error(Ztr, y_train, k=k, ties=ties) if loo else float("nan")
         else:
             test = float(np.mean(est.predict(X_test) != np.asarray(y_test)))
             train = float("nan")

@@ -23,7 +23,7 @@ RESULTS_DIR = HERE / "results"
 OUT = HERE / "RESULTS.md"
 
 #: order of the checks in RESULTS.md (others follow alphabetically)
-ORDER = ["iris", "wine", "balance-scale", "faces", "letter-recognition", "yale-b", "mnist-5k", "extensions", "nca-fig1",
+ORDER = ["iris", "wine", "balance-scale", "faces", "letter-recognition", "yale-b", "mnist-5k", "dimred", "extensions", "nca-fig1",
          "table1-baselines"]
 
 HEADER = """# Paper checks: results (LMNN, NCA, the baselines of JMLR 2009 Table 1)
