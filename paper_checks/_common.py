@@ -547,17 +547,6 @@ def assert_paper_band(summary, method, paper, n_paper_splits, what, z=2.0):
                      abs(m - paper) <= band)
 
 
-def assert_bands(summary, paper_key, band, name):
-    """:func:`assert_band` for every method the paper reports (protocol-matched sets only)."""
-    out = []
-    for m in METHODS:
-        pv = PAPER[paper_key].get(m)
-        if pv is not None:
-            label = {"euclidean": "Euclidean 3-NN", "lmnn": "LMNN 3-NN", "energy": "energy-rule"}[m]
-            out.append(assert_band(summary, m, pv, band, f"{name}: {label} error matches the paper"))
-    return out
-
-
 # ----------------------------------------------------------------------------- results
 
 

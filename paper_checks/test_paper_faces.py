@@ -104,8 +104,8 @@ def test_olivetti_faces():
         f"Paper: AT&T faces (ORL), 280/120 split with 7 training images per subject, {PAPER_FACE_SPLITS} random "
         f"splits, 200 PCA dims. Here: faces/ORL_32x32.mat (the AT&T images at 32x32), the same split rule, {n} "
         "splits.",
-        "The paper's Euclidean number (6.03 %) is its row on the raw pixels (C.PAPER_ROWS): it is compared with our "
-        "Euclidean error on the raw 32x32 pixels of the same splits; the rows' Euclidean columns are after PCA.",
+        f"The paper's Euclidean number ({C.PAPER['faces']['euclidean']:.2f} %) is its row '{C.PAPER_ROWS['faces']}'; "
+        "the rows' Euclidean columns are after PCA.",
         "The issue quotes 200 PCA dims for the paper's faces row; d = 200 was not run: the "
         "certificate's restricted dual (up to 4,000 free triplets x 40,000 entries of M, dense) "
         "exceeded 20 GB of memory on one split (measured on the 64x64 Olivetti file). Rows at 30 and 50 dims.",
@@ -158,7 +158,8 @@ def test_yale_b():
         f"Solves: statuses {s['certificates']['statuses']}, certified relative gap at most "
         f"{s['certificates']['max_rel_gap']:.1e}, {s['solve_time']['mean']:.0f} s per solve (time limit "
         f"{YALE_JAX['time_limit']:.0f} s; a solve stopped by it ends iteration_limit).",
-        f"The paper's Euclidean number (10.79 %) is its row after PCA (C.PAPER_ROWS); ours after PCA: "
+        f"The paper's Euclidean number ({C.PAPER['yale-b']['euclidean']:.2f} %) is its row '{C.PAPER_ROWS['yale-b']}'; "
+        f"ours after PCA: "
         f"{s['euclidean']['mean']:.2f} %. LMNN {s['lmnn']['mean']:.2f} % against {C.PAPER['yale-b']['lmnn']:.2f} %; "
         f"energy {s['energy']['mean']:.2f} % against {C.PAPER['yale-b']['energy']:.2f} %.",
     ]

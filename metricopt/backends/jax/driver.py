@@ -262,8 +262,8 @@ class Run:
         """Convex problems: the certificate when one is due (every ``certify_every`` iterations, more
         sparsely later on: a deterministic schedule, so that a solve is reproducible, unless
         ``timed_spacing`` (``deterministic=False``, or "auto" on a large problem) also spaces expensive
-        certificates by wall-clock time; always before giving up). Factor geometry: the relative gradient norm at the current smoothing. Returns whether a
-        non-convex iterate is stationary within ``tol``."""
+        certificates by wall-clock time; always before giving up). Factor geometry: the relative gradient
+        norm at the current smoothing. Returns whether a non-convex iterate is stationary within ``tol``."""
         if not self.certifiable:
             return self.first_order(entry)
         if self.factor:
