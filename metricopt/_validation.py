@@ -87,6 +87,38 @@ def check_y(y, n_samples, name="y"):
     return arr
 
 
+def check_sample_weight(sample_weight, n_samples, name="sample_weight"):
+    """Return per-sample weights as a float64 array of shape ``(n_samples,)`` (finite, ``>= 0``, not all
+    zero), or ``None`` for ``None``; otherwise raise :class:`InputError`."""
+    if sample_weight is None:
+        return None
+    fail = f"{name} must be a numeric array of one weight per sample; could not convert it to float64."
+    try:
+        raw = np.asarray(sample_weight)
+    except (TypeError, ValueError):  # e.g. ragged nested lists
+        raise InputError(fail) from None
+    if np.iscomplexobj(raw):
+        raise InputError(f"{name} has complex entries; pass real, non-negative weights.")
+    try:
+        arr = raw.astype(np.float64)
+    except (TypeError, ValueError):  # e.g. strings, None
+        raise InputError(fail) from None
+    if arr.shape != (n_samples,):
+        raise InputError(f"{name} must have shape (n,) = ({n_samples},), one weight per sample of X; "
+                         f"got shape {arr.shape}.")
+    if not np.all(np.isfinite(arr)):
+        n_bad = int(arr.size - np.count_nonzero(np.isfinite(arr)))
+        raise InputError(f"{name} contains {n_bad} NaN or infinite value(s); every weight must be a finite "
+                         "number >= 0.")
+    if np.any(arr < 0):
+        i = int(np.flatnonzero(arr < 0)[0])
+        raise InputError(f"{name} must be >= 0; sample {i} has weight {float(arr[i])}. Give a sample weight 0 to "
+                         "leave it out.")
+    if not np.any(arr > 0):
+        raise InputError(f"{name} is zero for every sample; at least one sample needs a positive weight.")
+    return np.ascontiguousarray(arr)
+
+
 def _py(value):
     """A numpy scalar as the plain Python value (so messages read 3, not np.int64(3))."""
     return value.item() if isinstance(value, np.generic) else value

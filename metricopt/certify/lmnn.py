@@ -6,18 +6,21 @@ Write the problem (with optional trace / Frobenius regularisers folded into
 .. math::
 
     \min_{M \succeq 0}\ \langle P, M\rangle + \tfrac{\lambda}{2}\|M\|_F^2
-    + \mu \sum_t [1 - \langle A_t, M\rangle]_+ ,
-    \qquad A_t = C_{il} - C_{ij},\ C_{ab} = (x_a - x_b)(x_a - x_b)^\top .
+    + \mu \sum_t w_t [1 - \langle A_t, M\rangle]_+ ,
+    \qquad A_t = C_{il} - C_{ij},\ C_{ab} = (x_a - x_b)(x_a - x_b)^\top ,
 
-Writing each hinge as :math:`\max_{0 \le \alpha_t \le \mu} \alpha_t (1 - \langle A_t, M\rangle)`
-gives, for **any** :math:`\alpha \in [0, \mu]^T` and :math:`B = \sum_t \alpha_t A_t`, the
-weak-duality bound :math:`g(\alpha) = \sum_t \alpha_t + \min_{M \succeq 0} \langle P - B, M\rangle
+with :math:`w_t = w_{i_t}` the weight of the triplet's anchor in weighted LMNN
+(``problem.sample_weight``; :math:`w_t = 1` unweighted; triplets of weight-0 anchors are left out).
+Writing each hinge as :math:`\max_{0 \le \alpha_t \le \mu w_t} \alpha_t (1 - \langle A_t, M\rangle)`
+gives, for **any** :math:`\alpha` with :math:`0 \le \alpha_t \le \mu w_t` and
+:math:`B = \sum_t \alpha_t A_t`, the weak-duality bound :math:`g(\alpha) = \sum_t \alpha_t + \min_{M \succeq 0} \langle P - B, M\rangle
 + \tfrac{\lambda}{2}\|M\|_F^2`:
 
 * :math:`\lambda > 0`: :math:`g(\alpha) = \sum_t \alpha_t - \|\Pi_+(B - P)\|_F^2 / (2\lambda)`.
 * :math:`\lambda = 0`, :math:`P \succ 0`: with :math:`\gamma` the largest generalised
   eigenvalue of :math:`(B, P)` and :math:`U` the objective at the candidate, every
-  :math:`0 \le s \le \mu / \max_t \alpha_t` gives
+  :math:`0 \le s \le s_{\max} = \min_{t:\, \alpha_t > 0} \mu w_t / \alpha_t` (so that :math:`s\alpha`
+  stays dual feasible; :math:`\mu / \max_t \alpha_t` unweighted) gives
   :math:`LB(s) = s \sum_t \alpha_t + U \min(0, 1 - s\gamma)` (the optimum lies in
   :math:`\{\langle P, M\rangle \le U\}`, on which :math:`\langle P - sB, M\rangle \ge
   \min(0, 1 - s\gamma) U`).
@@ -31,9 +34,12 @@ weak-duality bound :math:`g(\alpha) = \sum_t \alpha_t + \min_{M \succeq 0} \lang
   eigenvalues).
 
 The point :math:`\alpha` is chosen from the candidate ``M``: 0 on triplets clearly
-satisfied, one shared multiplier on triplets clearly violated, and free values on
-the triplets near the margin, found by a small restricted dual program. Every
-number of the bound is then recomputed in float64 from that :math:`\alpha`.
+satisfied, one shared multiplier :math:`\tau \in [0, \mu]` on the triplets clearly violated
+(:math:`\alpha_t = \tau w_t`: they enter as :math:`\tau \sum_t w_t A_t` and add
+:math:`\tau \sum_t w_t`), and free values :math:`0 \le \alpha_t \le \mu w_t` on the triplets near the
+margin, found by a small restricted dual program (the rank-two solver of :mod:`.rank2_dual` takes
+the per-triplet bounds). Every number of the bound is then recomputed in float64 from that
+:math:`\alpha`.
 """
 
 from __future__ import annotations
@@ -72,28 +78,32 @@ REUSE_WITHIN = 1e-10
 RANK2_MAX_FREE = 1500
 
 
-def _restricted_dual(problem, P, lam, mu, Tv, Tn, Bv, accuracy):
-    """The restricted dual's multipliers ``(alpha on the violated triplets, alpha near the margin)``, or ``None``
-    when no solver produced a point. One multiplier is shared by the violated triplets ``Tv``; those of the
-    triplets ``Tn`` near the margin are free in ``[0, mu]``."""
+def _restricted_dual(problem, P, lam, mu, Tv, Tn, Bv, accuracy, wv=None, wn=None):
+    """The restricted dual's multipliers ``(tau, alpha near the margin)``, or ``None`` when no solver produced
+    a point. One multiplier ``tau in [0, mu]`` is shared by the violated triplets ``Tv`` (their alpha is
+    ``tau w_t``, ``Bv = sum_t w_t A_t``); those of the triplets ``Tn`` near the margin are free in
+    ``[0, mu w_t]``. ``wv``, ``wn``: the anchors' weights of ``Tv`` and ``Tn`` (``None``: unweighted)."""
+    cv = len(Tv) if wv is None else float(np.sum(wv))
+    un = mu if wn is None else mu * wn  # upper bounds of the free multipliers
     factors = getattr(problem, "triplet_factors", None)
     if lam == 0 and factors is not None and len(Tn) <= RANK2_MAX_FREE:
         U, Vf = factors(Tn[:, 0], Tn[:, 1], Tn[:, 2])
-        found = solve_rank2_dual(P, U, Vf, mu, G0=Bv if len(Tv) else None, c0=len(Tv), accuracy=accuracy)
+        found = solve_rank2_dual(P, U, Vf, mu, G0=Bv if len(Tv) else None, c0=cv, accuracy=accuracy,
+                                 upper=None if wn is None else un)
         if found is not None:
-            return np.full(len(Tv), found[0]), found[1]
+            return found
     d = problem.d
     A = problem.triplet_rows(Tn[:, 0], Tn[:, 1], Tn[:, 2]) if len(Tn) else np.zeros((0, d * d))
     t = cp.Variable(nonneg=True)
     a = cp.Variable(len(Tn), nonneg=True) if len(Tn) else None
     Bexpr = t * Bv + (cp.reshape(A.T @ a, (d, d), order="C") if a is not None else 0)
-    cons = [t <= mu] + ([a <= mu] if a is not None else [])
-    obj = t * len(Tv) + (cp.sum(a) if a is not None else 0)
+    cons = [t <= mu] + ([a <= un] if a is not None else [])
+    obj = t * cv + (cp.sum(a) if a is not None else 0)
     if not restricted_dual_program(obj, cons, Bexpr, P, lam):
         return None
     tv = float(np.clip(t.value, 0, mu))
-    an = np.clip(a.value, 0, mu) if a is not None else np.zeros(0)
-    return np.full(len(Tv), tv), an
+    an = np.clip(a.value, 0, un) if a is not None else np.zeros(0)
+    return tv, an
 
 
 def _scatter(problem, T, w):
@@ -111,15 +121,16 @@ def _scaled_bound(P, B, alpha_sum, smax, upper):
     return max(s * alpha_sum + upper * min(0.0, 1.0 - s * gamma) for s in cands)
 
 
-def bound_from_alpha(P, lam, mu, B, alpha_sum, alpha_max, upper):
-    """The weak-duality bound for one dual point (see the module docstring)."""
+def bound_from_alpha(P, lam, B, alpha_sum, smax, upper):
+    """The weak-duality bound for one dual point (see the module docstring): ``B = sum_t alpha_t A_t``,
+    ``alpha_sum = sum_t alpha_t`` and ``smax`` the largest scaling ``s`` with ``s alpha_t <= mu w_t`` for
+    every ``t`` (``mu / max_t alpha_t`` unweighted; used for ``lam = 0`` only)."""
     if alpha_sum <= 0:
         return 0.0, {}
     if lam > 0:
         w = np.linalg.eigvalsh(symmetrize(B - P))
         lb = alpha_sum - float(np.sum(np.clip(w, 0, None) ** 2)) / (2 * lam)
         return lb, {"dual form": "Frobenius-regularised (closed form)"}
-    smax = mu / alpha_max
     wP, VP = np.linalg.eigh(P)
     if wP[0] > 1e-12 * max(wP[-1], 1e-300):
         return _scaled_bound(P, B, alpha_sum, smax, upper), {"dual form": "scaled (P positive definite)"}
@@ -187,29 +198,37 @@ def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE, summary=No
         near[idx[order[:max_free]]] = True
         viol = ~near & (h > 0)
     Tv, Tn = T[viol], T[near]
-    Bv = _scatter(problem, Tv, None) if len(Tv) else np.zeros_like(P)
+    # weighted LMNN: alpha_t in [0, mu w_t] (w_t > 0: find_triplets leaves weight-0 anchors out)
+    w = getattr(problem, "sample_weight", None)
+    wv, wn = (None, None) if w is None else (w[Tv[:, 0]], w[Tn[:, 0]])
+    Bv = _scatter(problem, Tv, wv) if len(Tv) else np.zeros_like(P)  # sum_t w_t A_t over the violated
 
     candidates = []
-    # heuristic dual point: mu on every violated triplet
+    # heuristic dual point: alpha_t = mu w_t on every violated triplet
     if len(Tv):
-        candidates.append((mu * np.ones(len(Tv)), np.zeros(len(Tn))))
+        candidates.append((mu, np.zeros(len(Tn))))
     # restricted dual: one shared multiplier on the violated triplets, free ones near the margin
-    point = _restricted_dual(problem, P, lam, mu, Tv, Tn, Bv, accuracy)
+    point = _restricted_dual(problem, P, lam, mu, Tv, Tn, Bv, accuracy, wv, wn)
     if point is not None:
         candidates.append(point)
 
     best, info = 0.0, {}
-    for av, an in candidates:
+    for tau, an in candidates:
+        av = np.full(len(Tv), tau) if wv is None else tau * wv  # alpha on the violated triplets
         alpha_sum = float(av.sum() + an.sum())
-        alpha_max = float(max(av.max(initial=0.0), an.max(initial=0.0)))
         if alpha_sum <= 0:
             continue
+        if wv is None:
+            smax = mu / float(max(av.max(initial=0.0), an.max(initial=0.0)))
+        else:  # largest s with s alpha_t <= mu w_t for every t
+            a, cap = np.concatenate([av, an]), mu * np.concatenate([wv, wn])
+            smax = float(np.min(cap[a > 0] / a[a > 0]))
         B = np.zeros_like(P)
         if len(av):
-            B += av[0] * Bv  # one shared multiplier on the violated triplets
+            B += tau * Bv  # one shared multiplier on the violated triplets
         if len(Tn):
             B += _scatter(problem, Tn, an)
-        lb, inf = bound_from_alpha(P, lam, mu, symmetrize(B), alpha_sum, alpha_max, upper)
+        lb, inf = bound_from_alpha(P, lam, symmetrize(B), alpha_sum, smax, upper)
         if lb > best:
             best, info = lb, inf
     best += const

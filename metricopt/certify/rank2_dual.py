@@ -6,18 +6,19 @@ The certificate of :mod:`metricopt.certify.lmnn` (with no Frobenius term) needs 
 
     \max_{x_0,\ a}\ c_0 x_0 + \sum_{t=1}^m a_t
     \quad\text{s.t.}\quad S(x_0, a) = P - x_0 G_0 - \sum_t a_t (u_t u_t^\top - v_t v_t^\top) \succeq 0,
-    \qquad 0 \le x_0, a_t \le \mu ,
+    \qquad 0 \le x_0 \le \mu,\ 0 \le a_t \le \mu_t ,
 
 where :math:`P \succ 0` is the pull matrix, :math:`G_0` the summed :math:`A_t` of the triplets whose
 multiplier is tied to one value, and :math:`A_t = u_t u_t^\top - v_t v_t^\top` (with
-:math:`u_t = x_i - x_l`, :math:`v_t = x_i - x_j`) the rank-two matrices of the triplets near the margin.
+:math:`u_t = x_i - x_l`, :math:`v_t = x_i - x_j`) the rank-two matrices of the triplets near the margin;
+:math:`\mu_t = \mu` (unweighted LMNN) or :math:`\mu_t = \mu w_{i_t}` (weighted LMNN, the anchor's weight).
 
 It is solved by the primal log-barrier method (Boyd & Vandenberghe, *Convex Optimization*, 2004,
 Section 11.3): Newton's method on
 
 .. math::
 
-    \phi_\tau(x) = -\tau\, c^\top x - \log\det S(x) - \sum_i \log x_i - \sum_i \log(\mu - x_i)
+    \phi_\tau(x) = -\tau\, c^\top x - \log\det S(x) - \sum_i \log x_i - \sum_i \log(\mu_i - x_i)
 
 for increasing :math:`\tau`; a centred point is within :math:`\nu / \tau` of the optimum,
 :math:`\nu = d + 2(m + 1)`. The rank-two structure makes a Newton step cost :math:`O(m^2 d + m^3)`:
@@ -55,7 +56,7 @@ def _chol(S):
         return None
 
 
-def solve_rank2_dual(P, U, V, mu, G0=None, c0=0.0, accuracy=None):
+def solve_rank2_dual(P, U, V, mu, G0=None, c0=0.0, accuracy=None, upper=None):
     r"""A near-optimal point of the restricted dual above, or ``None`` when it has no strictly
     feasible point that this method can start from (``P`` not positive definite).
 
@@ -65,19 +66,22 @@ def solve_rank2_dual(P, U, V, mu, G0=None, c0=0.0, accuracy=None):
     U, V : (m, d) ndarrays
         Row ``t`` gives :math:`A_t = u_t u_t^\top - v_t v_t^\top`.
     mu : float > 0
-        Upper bound of every multiplier.
+        Upper bound of the tied multiplier :math:`x_0` and, without ``upper``, of every multiplier.
     G0 : (d, d) ndarray or None
         The matrix of the tied multiplier :math:`x_0` (``None``: no such variable).
     c0 : float
         The objective's coefficient of :math:`x_0` (the number of tied triplets).
     accuracy : float or None
         Absolute accuracy wanted on the objective (the barrier's :math:`\nu / \tau`); default
-        ``1e-9 * mu * (c0 + m)``.
+        ``1e-9 * mu * (c0 + m)`` (with ``upper``: ``1e-9 * (c0 mu + sum(upper))``).
+    upper : (m,) ndarray of floats > 0, or None
+        Upper bounds :math:`\mu_t` of the multipliers :math:`a_t` (``None``: all ``mu``).
 
     Returns
     -------
     (x0, a) or None
-        ``x0`` (0.0 without ``G0``) and the ``(m,)`` multipliers, strictly inside ``[0, mu]``.
+        ``x0`` (0.0 without ``G0``) and the ``(m,)`` multipliers, strictly inside their boxes
+        ``[0, mu]`` and ``[0, upper]``.
     """
     P = np.asarray(P, dtype=np.float64)
     U = np.asarray(U, dtype=np.float64)
@@ -90,7 +94,15 @@ def solve_rank2_dual(P, U, V, mu, G0=None, c0=0.0, accuracy=None):
     c = np.ones(nvar)
     if tied:
         c[0] = float(c0)
-    scale = mu * float(c.sum())
+    if upper is None:  # one bound for all (kept a scalar: the unweighted iterates stay as they were)
+        ub = mu
+        scale = mu * float(c.sum())
+    else:
+        ub = np.asarray(upper, dtype=np.float64).ravel()
+        if ub.shape != (m,) or not np.all(ub > 0):
+            raise ValueError(f"upper must hold {m} positive bounds; got shape {ub.shape}.")
+        ub = np.concatenate([[mu], ub]) if tied else ub
+        scale = float(c @ ub)
     accuracy = 1e-9 * scale if accuracy is None else float(accuracy)
     nu = d + 2.0 * nvar
 
@@ -102,14 +114,14 @@ def solve_rank2_dual(P, U, V, mu, G0=None, c0=0.0, accuracy=None):
         return 0.5 * (S + S.T)
 
     def phi(x, tau, L):
-        return -tau * c @ x - 2.0 * np.sum(np.log(np.diag(L))) - np.sum(np.log(x)) - np.sum(np.log(mu - x))
+        return -tau * c @ x - 2.0 * np.sum(np.log(np.diag(L))) - np.sum(np.log(x)) - np.sum(np.log(ub - x))
 
-    # a strictly feasible start: every multiplier at the same small value
-    x = np.full(nvar, 0.5 * mu)
+    # a strictly feasible start: every multiplier at the same fraction of its bound
+    x = np.full(nvar, 0.5 * mu) if upper is None else 0.5 * ub
     L = _chol(S_of(x))
     while L is None:
         x *= 0.1
-        if x[0] < 1e-14 * mu:
+        if np.all(x < 1e-14 * ub):
             return None
         L = _chol(S_of(x))
     tau = nu / max(scale, 1e-300)
@@ -130,8 +142,8 @@ def solve_rank2_dual(P, U, V, mu, G0=None, c0=0.0, accuracy=None):
                 h0 = np.einsum("dm,de,em->m", Yu, W, Yu) - np.einsum("dm,de,em->m", Yv, W, Yv)
                 H = np.block([[np.array([[np.sum(W * W)]]), h0[None, :]], [h0[:, None], H]])
                 tr = np.concatenate([[np.trace(W)], tr])
-            g = -tau * c + tr - 1.0 / x + 1.0 / (mu - x)
-            H[np.diag_indices_from(H)] += 1.0 / x ** 2 + 1.0 / (mu - x) ** 2
+            g = -tau * c + tr - 1.0 / x + 1.0 / (ub - x)
+            H[np.diag_indices_from(H)] += 1.0 / x ** 2 + 1.0 / (ub - x) ** 2
             try:
                 dx = -scipy.linalg.cho_solve(scipy.linalg.cho_factor(H, check_finite=False), g, check_finite=False)
             except (np.linalg.LinAlgError, ValueError):
@@ -141,7 +153,7 @@ def solve_rank2_dual(P, U, V, mu, G0=None, c0=0.0, accuracy=None):
                 break
             # largest step inside the box, then backtracking on phi (S must stay positive definite)
             with np.errstate(divide="ignore", invalid="ignore"):
-                lim = np.where(dx < 0, -x / dx, np.where(dx > 0, (mu - x) / dx, np.inf))
+                lim = np.where(dx < 0, -x / dx, np.where(dx > 0, (ub - x) / dx, np.inf))
             s = min(1.0, 0.99 * float(lim.min()))
             f0 = phi(x, tau, L)
             while s > 1e-12:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._validation import _py, check_choice, check_classes, check_int, check_real, check_y
+from .._validation import _py, check_choice, check_classes, check_int, check_real, check_sample_weight, check_y
 from ..constraints import active_triplets, hinge_total, n_triplets
 from ..constraints import target_neighbors as default_target_neighbors
 from ..errors import InputError
@@ -51,6 +51,20 @@ class LMNNProblem(Problem):
 
     :math:`C_{ab} = (x_a - x_b)(x_a - x_b)^\top`.
 
+    With per-example weights :math:`w_i \ge 0` (``sample_weight``) the anchor's weight multiplies
+    its pull terms and all its hinge terms (the weighted LMNN of Ramanan & Baker, *Local distance
+    functions: a taxonomy, new algorithms, and an evaluation*, PAMI 33(4), 2011, which uses it to
+    learn local metrics):
+
+    .. math::
+
+        \min_{M \succeq 0}\; (1-\mu) \sum_i w_i \sum_{j \rightsquigarrow i} d_M(x_i, x_j)
+        + \mu \sum_i w_i \sum_{j \rightsquigarrow i} \sum_{l:\, y_l \ne y_i}
+          \big[1 + d_M(x_i, x_j) - d_M(x_i, x_l)\big]_+ \;+\; R(M),
+
+    i.e. the slack :math:`\xi_{ijl}` costs :math:`\mu w_i` in the exact program. All weights 1
+    is the unweighted problem; the triplets of an anchor of weight 0 are left out altogether.
+
     Parameters
     ----------
     X : (n, d) array_like
@@ -70,6 +84,10 @@ class LMNNProblem(Problem):
         (:mod:`metricopt.balltree`; identical results), ``"auto"`` the faster one by
         :func:`metricopt.balltree.choose_search` (trees for ``n >= 2000`` points in
         ``d <= 25`` dimensions).
+    sample_weight : (n,) array_like of float, optional
+        Weight ``w_i >= 0`` of each anchor point (finite, not all zero); ``None`` (default): all
+        ones, the unweighted problem. Target neighbours and impostors are the same as without
+        weights (a point of weight 0 still serves as another point's target neighbour or impostor).
     """
 
     method = "LMNN"
@@ -79,12 +97,14 @@ class LMNNProblem(Problem):
     n_clusters = 1
 
     def __init__(self, X: ArrayLike, y: ArrayLike, k: int = 3, mu: float = 0.5, target_neighbors: ArrayLike | None = None,
-                 regularizer: Any = None, search: str = "auto") -> None:
+                 regularizer: Any = None, search: str = "auto", sample_weight: ArrayLike | None = None) -> None:
         super().__init__(X)
         self.y = check_y(y, self.n)
         self.k = check_int(k, "k", low=1)
         self.mu = check_real(mu, "mu", low=0.0, high=1.0)
         self.search = check_choice(search, "search", ("auto", "brute", "tree"))
+        #: per-anchor weights (float64, shape (n,)), or ``None``: unweighted
+        self.sample_weight = check_sample_weight(sample_weight, self.n)
         self.classes_, _ = check_classes(self.y, self.k, self.method)
         if target_neighbors is None:
             if self._use_tree(self.X.shape[1]):
@@ -117,7 +137,8 @@ class LMNNProblem(Problem):
             self.k = T.shape[1]
         self.target_neighbors = T
         anchors = np.repeat(np.arange(self.n), self.k)
-        self.pull_matrix = pair_scatter(self.X_lifted, *self.lift(anchors, T.ravel()))
+        pull_w = None if self.sample_weight is None else self.sample_weight[anchors]
+        self.pull_matrix = pair_scatter(self.X_lifted, *self.lift(anchors, T.ravel()), pull_w)
         self.regularizer = _regularizer_terms(regularizer)
         self.terms = [
             Linear((1.0 - self.mu) * self.pull_matrix, name="pull"),
@@ -160,7 +181,10 @@ class LMNNProblem(Problem):
         at one iterate then share one search). With ``reuse_within > 0`` a kept search at an ``M'``
         with ``max|M - M'| <= reuse_within * max(1, max|M|)`` is reused too: its ``h`` are then those at
         ``M'``, which only callers that use the triplets as a *selection* may accept (the certificate
-        choosing which multipliers to free: its bound is valid for any selection)."""
+        choosing which multipliers to free: its bound is valid for any selection).
+
+        With :attr:`sample_weight`, triplets whose anchor has weight 0 are left out (they count in no
+        objective, working set, active set or certificate)."""
         M = np.ascontiguousarray(M, dtype=np.float64)
         kept = getattr(self, "_last_search", None)
         if kept is not None and kept[1] >= margin and kept[0].shape == M.shape:
@@ -181,15 +205,30 @@ class LMNNProblem(Problem):
         if self._use_tree(Z.shape[-1]):
             from ..balltree import tree_active_triplets
 
-            return tree_active_triplets(Z, self.y, self.target_neighbors, margin, limit=limit)
-        return active_triplets(Z, self.y, self.target_neighbors, margin, limit=limit, clusters=self.clusters)
+            found = tree_active_triplets(Z, self.y, self.target_neighbors, margin, limit=limit)
+        else:
+            found = active_triplets(Z, self.y, self.target_neighbors, margin, limit=limit, clusters=self.clusters)
+        if found is not None and self.sample_weight is not None:
+            keep = self.sample_weight[found[0]] > 0
+            if not np.all(keep):
+                found = tuple(a[keep] for a in found)
+        return found
+
+    def anchor_weights(self, i):
+        """The weights ``w_i`` of the anchors ``i`` of triplets (float64), or ``None`` when unweighted."""
+        return None if self.sample_weight is None else self.sample_weight[np.asarray(i, dtype=np.int64)]
 
     def hinge_sum(self, M):
         """``sum over all triplets of [1 + d_ij - d_il]_+`` at ``M``, exactly rounded (``math.fsum``, see
         :func:`metricopt.constraints.hinge_total`): from the kept search when it was at this very ``M``
-        (see :meth:`find_triplets`; the same value as a fresh sum, bit for bit), else by a search."""
+        (see :meth:`find_triplets`; the same value as a fresh sum, bit for bit), else by a search.
+        With :attr:`sample_weight`: ``sum_t w_{i_t} [h_t]_+`` (the exactly rounded sum of the products)."""
         kept = getattr(self, "_last_search", None)
         M = np.ascontiguousarray(M, dtype=np.float64)
+        if self.sample_weight is not None:
+            i, _, _, h = self.find_triplets(M, 0.0)
+            pos = h > 0
+            return math.fsum((self.sample_weight[i[pos]] * h[pos]).tolist())
         if self._use_tree(self.d) or (kept is not None and kept[1] >= 0.0 and kept[0].shape == M.shape
                                       and np.array_equal(kept[0], M)):
             h = self.find_triplets(M, 0.0)[3]

@@ -59,6 +59,12 @@ def _pair_differences(problem, pairs):
     return problem.X[pairs[:, 0]] - problem.X[pairs[:, 1]]
 
 
+def _anchor_weights(problem, i):
+    """The weights of the anchors ``i`` of triplets (weighted LMNN), or ``None`` for an unweighted problem."""
+    get = getattr(problem, "anchor_weights", None)
+    return None if get is None else get(i)
+
+
 def _weighted_scatter(D, w):
     """``sum_t w_t D_t D_t^T = D^T diag(w) D`` (JAX), the adjoint of ``M -> (D_t^T M D_t)_t``."""
     return (D * w[:, None]).T @ D
@@ -317,6 +323,10 @@ class TripletHinge(Term):
     ``d_M(x_i, x_l) - d_M(x_i, x_j) >= 1 - xi_ijl``; the exact backend keeps only a
     working set of triplets (those with ``1 + d_ij - d_il > -margin`` at some iterate)
     and adds violators until none is left outside it.
+
+    For a problem with per-anchor weights (``problem.sample_weight``, weighted LMNN) every triplet's
+    hinge is multiplied by its anchor's weight ``w_i`` (``problem.anchor_weights``): in the value,
+    in the slack costs of the exact program and, through the active set's ``mask``, in the JAX piece.
     """
 
     uses_working_set = True
@@ -346,7 +356,11 @@ class TripletHinge(Term):
             ls = np.flatnonzero(y != y[i])
             for jj in range(k):
                 out.append(np.stack([np.full(ls.size, i), np.full(ls.size, T[i, jj]), ls], 1))
-        return np.concatenate(out).astype(np.int64) if out else np.zeros((0, 3), np.int64)
+        if not out:
+            return np.zeros((0, 3), np.int64)
+        out = np.concatenate(out).astype(np.int64)
+        w = getattr(problem, "sample_weight", None)
+        return out if w is None else out[w[out[:, 0]] > 0]  # weight-0 anchors count nowhere
 
     def violators(self, problem, V, ws, tol=1e-9, max_add=None):
         """Triplets outside ``ws`` whose hinge ``1 + d_ij - d_il`` exceeds ``tol`` at ``V``.
@@ -385,7 +399,9 @@ class TripletHinge(Term):
 
             A = scipy.sparse.csr_matrix(A)
         xi = cp.Variable(ws.shape[0], nonneg=True, name="xi")
-        return self.weight * cp.sum(xi), [A @ V["Mvec"] >= 1 - xi]
+        w = _anchor_weights(problem, ws[:, 0])
+        cost = cp.sum(xi) if w is None else w @ xi
+        return self.weight * cost, [A @ V["Mvec"] >= 1 - xi]
 
     def dual_piece(self, problem):
         return DualPiece(loss="triplet_hinge", weight=self.weight)
@@ -418,9 +434,10 @@ class TripletHinge(Term):
 
         Returns ``None`` when more than ``limit`` triplets are active, else
         ``(active, size, exact_value, h)``: ``active`` holds ``p`` (target-pair row
-        ``i * k + kk``), ``i``, ``l`` (int32) and ``mask`` (float64, 0 on padding); ``exact_value``
-        is the term over *every* triplet at ``M`` (``weight * sum [h]_+``, float64) and ``h`` the
-        (padded) hinge arguments of the active triplets.
+        ``i * k + kk``), ``i``, ``l`` (int32) and ``mask`` (float64, 0 on padding, 1 on the triplets,
+        or the anchor's weight ``w_i > 0`` for a weighted problem, so that the JAX value and gradient
+        are weighted); ``exact_value`` is the term over *every* triplet at ``M`` (``weight * sum
+        w_i [h]_+``, float64) and ``h`` the (padded) hinge arguments of the active triplets.
         """
         T = problem.target_neighbors
         k = T.shape[1]
@@ -436,10 +453,13 @@ class TripletHinge(Term):
                   "mask": np.zeros(cap, np.float64)}
         active["p"][:size] = i * k + kk
         active["i"][:size], active["l"][:size] = problem.lift(i, l)  # rows of the lifted points
-        active["mask"][:size] = 1.0
+        w = _anchor_weights(problem, i)
+        active["mask"][:size] = 1.0 if w is None else w  # weight-0 anchors: never found (see find_triplets)
         hp = np.full(cap, -np.inf)
         hp[:size] = h
-        return active, size, self.weight * math.fsum(h[h > 0].tolist()), hp  # as hinge_sum: exactly rounded
+        pos = h > 0
+        total = math.fsum(h[pos].tolist()) if w is None else math.fsum((w[pos] * h[pos]).tolist())
+        return active, size, self.weight * total, hp  # as hinge_sum: exactly rounded
 
     @staticmethod
     def jax_dense(n, capacity):

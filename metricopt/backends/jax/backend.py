@@ -242,7 +242,8 @@ def best_scale(problem, M0=None, max_triplets=4_000_000):
     margin, so few triplets are collected) and grows fourfold, with a new search, while the
     minimiser sits at ``1/D``. Problems without a single triplet hinge, or whose search would hold more than
     ``max_triplets`` values, fall back to :func:`_scan_scale` (a search per evaluation). The start
-    of FISTA for LMNN and of LMNN-R's restarts."""
+    of FISTA for LMNN and of LMNN-R's restarts. With per-anchor weights (weighted LMNN) the hinge
+    is :math:`w \sum_t w_{i_t} [1 + c\,\delta_t]_+`: the suffix sums carry the weights."""
     M0 = np.eye(problem.d) if M0 is None else np.asarray(M0, dtype=np.float64)
     hinges = [t for t in problem.terms if t.uses_working_set]
     piece = hinges[0].dual_piece(problem) if len(hinges) == 1 else None
@@ -257,19 +258,33 @@ def best_scale(problem, M0=None, max_triplets=4_000_000):
     mean_target = float(np.mean(np.sum((Z[:, None, :] - Z[T]) ** 2, axis=-1))) if Z.ndim == 2 else 1.0
     D = max(mean_target, 1e-12)
     lo_c, hi_c = 2.0 ** -20, 2.0 ** 20
+    sw = getattr(problem, "sample_weight", None)
     while True:
-        parts, count = [], 0
-        for *_, h in iter_triplets(Z, problem.y, T, margin=D - 1.0, clusters=problem.clusters):
+        parts, wparts, count = [], [], 0
+        for i, _, _, h in iter_triplets(Z, problem.y, T, margin=D - 1.0, clusters=problem.clusters):
             parts.append(h - 1.0)
+            if sw is not None:
+                wparts.append(sw[i])
             count += h.size
             if count > max_triplets:
                 return _scan_scale(problem, M0)
-        delta = np.sort(np.concatenate(parts)) if parts else np.zeros(0)
-        suffix = np.concatenate([np.cumsum(delta[::-1])[::-1], [0.0]])
+        delta = np.concatenate(parts) if parts else np.zeros(0)
+        if sw is None:
+            delta = np.sort(delta)
+            suffix = np.concatenate([np.cumsum(delta[::-1])[::-1], [0.0]])
 
-        def f(c):
-            first = np.searchsorted(delta, -1.0 / c, side="right")  # active: delta > -1/c
-            return rest(c) + weight * ((delta.size - first) + c * suffix[first])
+            def f(c):
+                first = np.searchsorted(delta, -1.0 / c, side="right")  # active: delta > -1/c
+                return rest(c) + weight * ((delta.size - first) + c * suffix[first])
+        else:
+            order = np.argsort(delta, kind="stable")
+            delta, wt = delta[order], np.concatenate(wparts)[order]
+            wsuffix = np.concatenate([np.cumsum(wt[::-1])[::-1], [0.0]])
+            suffix = np.concatenate([np.cumsum((wt * delta)[::-1])[::-1], [0.0]])
+
+            def f(c):
+                first = np.searchsorted(delta, -1.0 / c, side="right")  # active: delta > -1/c
+                return rest(c) + weight * (wsuffix[first] + c * suffix[first])
 
         # convex in c, hence unimodal in log c: Brent's bounded search (scipy) to machine precision
         # (tiny features: the mean target distance D below 2^-20 moves the upper end up with 1/D)
