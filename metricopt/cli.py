@@ -49,7 +49,7 @@ import numpy as np
 DATASETS = ("wine", "iris", "breast_cancer", "digits")
 METHODS = ("lmnn", "mmc", "pola")
 #: methods of ``metricopt fit`` (NCA is non-convex: the JAX backend, reported stationary)
-FIT_METHODS = METHODS + ("nca", "mlcc", "gerrymander")
+FIT_METHODS = METHODS + ("nca", "mlcc", "gerrymander", "local")
 #: closed-form baselines of ``metricopt fit`` (no solver, no certificate)
 BASELINES = ("pca", "whitening", "lda", "rca")
 FIT_METHODS += BASELINES
@@ -396,6 +396,12 @@ def _make_estimator(args):
     backend's defaults, as the estimators resolve them)."""
     from . import LDA, LMNN, MLCC, MMC, NCA, PCA, POLA, RCA, GerrymanderingKNN, Whitening
 
+    if args.method == "local":
+        from . import LocalMetricKNN
+
+        return LocalMetricKNN(how=args.how, where=args.where, when=args.when, k=args.k,
+                              tol=1e-3 if args.tol is None else args.tol,
+                              max_iter=2000 if args.max_iter is None else args.max_iter, verbose=not args.quiet)
     if args.method == "gerrymander":
         return GerrymanderingKNN(k=args.k, C=args.C, solver=args.solver or "sgd", tol=args.tol, max_iter=args.max_iter,
                                  verbose=not args.quiet)
@@ -429,6 +435,16 @@ def fit(args):
             raise InputError(f"--method {args.method} is computed in closed form (an eigendecomposition); it takes no "
                              "--backend.")
         args.backend = "closed form"
+    if args.method == "local":
+        if args.backend is not None:
+            raise InputError("--method local solves its global LMNN and its batched local problems with the JAX "
+                             "backend and its LDA metrics in closed form; it takes no --backend.")
+        args.backend = "own solvers"
+        args.how, args.where = args.how or "lmnn", args.where or "exemplar"
+        args.when = args.when or ("online" if args.where == "test" else "offline")
+    elif any(v is not None for v in (args.how, args.where, args.when)):
+        raise InputError("--how, --where and --when choose a cell of the local-metric taxonomy; they go with "
+                         "--method local.")
     if args.method == "gerrymander":
         if args.backend is not None:
             raise InputError("--method gerrymander has its own solvers (--solver sgd, cccp or paper; cccp solves "
@@ -474,7 +490,7 @@ def fit(args):
     if not sol.status.is_optimal:
         print(f"note: {sol.message}")
     cert = sol.certificate
-    if cert is None and args.method not in BASELINES:
+    if cert is None and args.method not in BASELINES and args.method != "local":
         try:
             cert = certify(problem, sol)
             est.certificate_ = sol.certificate = cert
@@ -486,6 +502,10 @@ def fit(args):
     e0 = knn_error(Xtr, ytr, Xte, yte, kk)
     e1 = knn_error(Xtr, ytr, Xte, yte, kk, L=est.components_)
     print(f"{kk}-NN test error: Euclidean {100 * e0:.2f}%  ->  learned metric {100 * e1:.2f}%")
+    if args.method == "local":
+        e1 = 1.0 - est.score(Xte, yte)
+        print(f"local distance ({est.how}, where={est.where}, when={est.when}: the paper's {est.column_!r} column), "
+              f"two-stage {kk}-NN test error {100 * e1:.2f}%; local solves: {est.local_.statuses}")
     info = {"data": name, "test_size": args.test_size, "seed": args.seed, "n_features_raw": int(X.shape[1]),
             "knn_k": kk, "knn_test_error_euclidean": e0, "knn_test_error_learned": e1,
             "time_limit": args.time_limit, "fit_seconds": elapsed}
@@ -664,10 +684,16 @@ def build_parser():
     f.add_argument("--method", choices=FIT_METHODS, default="lmnn",
                    help="lmnn, mmc, pola (convex, certified), mlcc (convex, uncertified), nca (non-convex, JAX "
                         "loop, reported stationary), gerrymander (non-convex; sgd, or cccp with certified convex "
-                        "steps) or a "
-                        "closed-form baseline: pca, whitening, lda, rca")
+                        "steps), local (local distance functions, Ramanan & Baker 2011: --how/--where/--when) "
+                        "or a closed-form baseline: pca, whitening, lda, rca")
     f.add_argument("--data", required=True, help=data_help)
     f.add_argument("--data-dir", default=None, help="data folder of the file sets (default $METRICOPT_DATA)")
+    f.add_argument("--how", choices=("lmnn", "lda", "hybrid"), default=None,
+                   help="local: how the metrics are learned (default lmnn)")
+    f.add_argument("--where", choices=("global", "class", "exemplar", "test"), default=None,
+                   help="local: where they live (default exemplar)")
+    f.add_argument("--when", choices=("offline", "online", "interpolated", "line"), default=None,
+                   help="local: when they are learned (default offline; test takes online or interpolated)")
     f.add_argument("--backend", choices=BACKENDS, default=None,
                    help="cvxpy: exact conic program (default for lmnn, mmc, pola); jax: first-order solver stopped "
                         "at a certified gap, or at a stationary point for nca (its default)")

@@ -22,7 +22,7 @@ LAYERS = [
     ["certify"],
     ["backends"],
     ["solving"],
-    ["lowrank", "multipass", "early_stopping", "latent"],
+    ["lowrank", "multipass", "early_stopping", "latent", "local"],
     ["estimators"],
     ["io"],
     [""],  # metricopt/__init__.py: the public namespace
