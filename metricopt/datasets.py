@@ -561,6 +561,51 @@ def load_mnist_5k(data_home=None):
     return np.ascontiguousarray(data[:, :-1], dtype=np.float64), np.ascontiguousarray(data[:, -1])
 
 
+def deskew(X, side):
+    r"""Deskew square grey-level images by their second moments (the usual MNIST preprocessing).
+
+    For each image with intensities :math:`I(r, c)`, centre of mass :math:`(\bar r, \bar c)` and
+    moments :math:`\sigma_{rr} = \sum I (r - \bar r)^2 / \sum I`, :math:`\sigma_{rc} = \sum I (r - \bar r)(c -
+    \bar c) / \sum I`, the shear :math:`c \mapsto c + \alpha (r - \bar r)` with :math:`\alpha = \sigma_{rc} /
+    \sigma_{rr}` makes the image's principal axis vertical, and the centre of mass moves to the image centre.
+    Resampled by linear interpolation (``scipy.ndimage.affine_transform``, order 1).
+
+    Parameters
+    ----------
+    X : (n, side * side) array
+        Row-major images.
+    side : int
+
+    Returns
+    -------
+    (n, side * side) float64 array
+    """
+    import scipy.ndimage
+
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != side * side:
+        raise InputError(f"deskew needs images of {side} x {side} = {side * side} pixels as rows; got shape "
+                         f"{X.shape}.")
+    r, c = np.mgrid[:side, :side].astype(np.float64)
+    out = np.empty_like(X)
+    centre = (side - 1) / 2.0
+    for i, flat in enumerate(X):
+        img = flat.reshape(side, side)
+        total = img.sum()
+        if total <= 0:
+            out[i] = flat
+            continue
+        rb, cb = (img * r).sum() / total, (img * c).sum() / total
+        srr = (img * (r - rb) ** 2).sum() / total
+        src = (img * (r - rb) * (c - cb)).sum() / total
+        alpha = src / srr if srr > 0 else 0.0
+        # output pixel (r, c) reads input (r', c') = (r - centre + rb, c + alpha (r - centre) - centre + cb)
+        A = np.array([[1.0, 0.0], [alpha, 1.0]])
+        offset = np.array([rb - centre, cb - centre - alpha * centre])
+        out[i] = scipy.ndimage.affine_transform(img, A, offset=offset, order=1, mode="constant").ravel()
+    return out
+
+
 #: Loaders by name; every one can be called as ``DATASETS[name](data_home)``.
 DATASETS = {
     "iris": load_iris,

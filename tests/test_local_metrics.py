@@ -227,3 +227,28 @@ def test_cli_fits_a_local_cell_and_predicts(tmp_path, capsys):
     assert main(["predict", "--model", str(out), "--data", "iris", "--split", "test"]) == 0
     assert main(["fit", "--method", "lmnn", "--how", "lda", "--data", "iris", "--out", str(out)]) == 2
     assert "--how, --where and --when choose a cell of the local-metric taxonomy" in capsys.readouterr().err
+
+
+def test_with_cell_reuses_the_reference_metrics(wine):
+    from metricopt.local.taxonomy import with_cell
+
+    Xtr, ytr, Xte, _ = wine
+    a = fit_local_metrics(Xtr, ytr, "lda", "exemplar", "interpolated", **SMALL)
+    b = with_cell(a, "test", "interpolated")
+    c = fit_local_metrics(Xtr, ytr, "lda", "test", "interpolated", **SMALL)
+    np.testing.assert_array_equal(b.references, c.references)
+    np.testing.assert_allclose(b.metrics, c.metrics, rtol=1e-12, atol=1e-12)
+    assert b.metrics is a.metrics and b.where == "test"
+    with pytest.raises(mo.InputError, match="with_cell moves a fitted interpolated or line-integral cell"):
+        with_cell(fit_local_metrics(Xtr, ytr, "lda", "global", "offline"), "test", "interpolated")
+
+
+def test_per_class_lmnn_anchor_form_is_one_weighted_lmnn_per_class():
+    X, y = load_iris(return_X_y=True)
+    X, y = X[::3], y[::3]
+    m = fit_local_metrics(X, y, "lmnn", "class", "offline", class_form="anchor", max_iter=3000, tol=1e-4)
+    assert m.metrics.shape == (3, 4, 4)
+    for c in range(3):
+        prob = mo.LMNNProblem(X, y, k=3, sample_weight=(y == c).astype(float))
+        cert = mo.certify(prob, m.metrics[c], tol=1e-3)
+        assert cert.rel_gap <= 1e-3  # each class metric is certified for its class's Eq. 8 problem

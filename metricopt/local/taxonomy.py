@@ -69,7 +69,7 @@ from ..linalg import factor
 from .batch import LocalSet, solve_lmnn_batch
 from .lda import regularized_lda
 
-__all__ = ["HOW", "WHERE", "WHEN", "VALID", "LocalMetrics", "fit_local_metrics", "column_of"]
+__all__ = ["HOW", "WHERE", "WHEN", "VALID", "LocalMetrics", "fit_local_metrics", "column_of", "with_cell"]
 
 HOW = ("lda", "lmnn", "hybrid")
 WHERE = ("global", "class", "exemplar", "test")
@@ -389,10 +389,37 @@ def fit_local_metrics(X, y, how="lmnn", where="exemplar", when="offline", global
         if p["reference_cv"]:
             model._reference_cv()
         if when == "interpolated" and p["interpolation"] == "rbf":
-            Zs = model.space.Z[rng.choice(X.shape[0], min(500, X.shape[0]), replace=False)]
-            model.mean_sq = float(np.mean(np.sum((Zs[:, None] - Zs[None]) ** 2, axis=-1))) or 1.0
+            model.mean_sq = _mean_sq(model, rng)
             model.sigma = p["sigma"] if p["sigma"] is not None else _choose_sigma(model, rng)
     return model
+
+
+def with_cell(model, where, when):
+    """The fitted ``model`` moved to another interpolated cell (``exemplar`` / ``test`` x ``interpolated``, or
+    ``exemplar`` x ``line``), reusing its reference points and their metrics (the expensive part); the RBF
+    width is chosen again for the new cell."""
+    how, where, when = check_cell(model.how, where, when)
+    if model.references is None or when not in ("interpolated", "line"):
+        raise InputError("with_cell moves a fitted interpolated or line-integral cell to another such cell; got "
+                         f"a {model.where}/{model.when} model and the target {where}/{when}.")
+    out = LocalMetrics(model.X, model.y, how, where, when, model.p)
+    out.space, out.global_solution = model.space, model.global_solution
+    out.references, out.metrics = model.references, model.metrics
+    out.statuses = dict(model.statuses)
+    out.mean_sq = model.mean_sq
+    if when == "interpolated" and model.p["interpolation"] == "rbf":
+        if out.mean_sq is None:
+            out.mean_sq = _mean_sq(out, np.random.default_rng(model.p["random_state"]))
+        out.sigma = model.p["sigma"] if model.p["sigma"] is not None else _choose_sigma(
+            out, np.random.default_rng(model.p["random_state"] + 1))
+    return out
+
+
+def _mean_sq(model, rng):
+    """The mean squared global distance between (up to 500 sampled) training points."""
+    n = model.X.shape[0]
+    Zs = model.space.Z[rng.choice(n, min(500, n), replace=False)]
+    return float(np.mean(np.sum((Zs[:, None] - Zs[None]) ** 2, axis=-1))) or 1.0
 
 
 def _choose_sigma(model, rng):

@@ -1,0 +1,198 @@
+r"""Paper check: local distance functions (Ramanan & Baker, IEEE PAMI 33(4), 2011), the recognition-rate table.
+
+The paper's table crosses *how* (rows LDA, LMNN, Hybrid = LMNN global + LDA local) with *where/when* (columns
+Global, Class, Train = per exemplar, Test = at the test point (lazy), Interp Train, Interp Test, Line) and reports
+recognition rates (%) of the two-stage classifier (shortlist of 20 under the global metric, re-ranked by the local
+distance, k = 3), averaged over 10 batches of 1,000 training + 1,000 test images. Paper, MNIST:
+
+======  ======  =====  =====  =====  ============  ===========  =====
+row     Global  Class  Train  Test   Interp Train  Interp Test  Line
+======  ======  =====  =====  =====  ============  ===========  =====
+LDA     92.4    93.7   92.8   93.6   92.7          92.5         92.6
+LMNN    92.4    94.4   92.8   93.1   93.5          93.5         93.5
+Hybrid  92.4    93.8   92.9   93.7   92.6          92.5         92.6
+======  ======  =====  =====  =====  ============  ===========  =====
+
+Here (stated in the result file): MNIST is the shared 5,000-image subset, which cannot give 10 disjoint
+batches of 1,000 + 1,000, so each batch is **resampled**: 1,000 training and ``N_TEST`` test images drawn
+without overlap within the batch, stratified, a fresh seed per batch (batches overlap each other). Images are
+deskewed (:func:`metricopt.datasets.deskew`), divided by 255 and projected by PCA to 95 % of the variance of
+the batch's training images. The faces are substitutes for the paper's MultiPIE and Caltech-101 (not
+available here): Extended Yale B (38 subjects) and USPS digits, same protocol, pixels / 255, PCA 95 %.
+Every cell runs :func:`metricopt.local.fit_local_metrics` (``S = 50`` neighbours, ``R = 500`` random
+reference points, RBF width cross-validated in {0.001, 0.003, 0.01}, LDA with lambda = 1 and a bagged
+between-class scatter, local LMNN batched in each neighbourhood's span with ``local_max_iter`` iterations,
+uncertified; the global LMNN and per-class (multi-metric) LMNN on the JAX backend to a certified gap of 1e-3
+or their iteration limit).
+
+Assertions (the paper's directions, fixed before the runs, on the mean recognition rate over the batches;
+with one batch these are point comparisons, and differences of a few tenths of a point are within the
+noise of 1,000 test images, about 0.7 pp standard error at 93 %): Class beats Global in every row; Hybrid's
+lazy (Test) cell is the best of the Test column; LMNN's interpolated cells are at least its lazy cell; Line
+beats Global in every row. Only MNIST has paper numbers; the faces rows assert the same directions.
+"""
+
+import time
+
+import numpy as np
+import pytest
+
+import _common as C
+from metricopt import datasets
+from metricopt.baselines import pca_map
+from metricopt.local.taxonomy import DEFAULTS, fit_global, fit_local_metrics, with_cell
+
+pytestmark = pytest.mark.slow
+
+ROWS = ("lda", "lmnn", "hybrid")
+COLUMNS = ("Global", "Class", "Train", "Test", "Interp Train", "Interp Test", "Line")
+CELLS = {"Global": ("global", "offline"), "Class": ("class", "offline"), "Train": ("exemplar", "offline"),
+         "Test": ("test", "online"), "Interp Train": ("exemplar", "interpolated"),
+         "Interp Test": ("test", "interpolated"), "Line": ("exemplar", "line")}
+PAPER_MNIST = {"lda": (92.4, 93.7, 92.8, 93.6, 92.7, 92.5, 92.6),
+               "lmnn": (92.4, 94.4, 92.8, 93.1, 93.5, 93.5, 93.5),
+               "hybrid": (92.4, 93.8, 92.9, 93.7, 92.6, 92.5, 92.6)}
+N_TRAIN = 1000
+N_TEST = 1000
+PARAMS = {"local_max_iter": 300, "max_iter": 1500, "tol": 1e-3}
+
+
+def _batch(y, seed):
+    """Stratified 1,000 + N_TEST indices without overlap (a fresh draw per seed)."""
+    from sklearn.model_selection import train_test_split
+
+    idx = np.arange(y.size)
+    rest, _ = train_test_split(idx, train_size=N_TRAIN + N_TEST, stratify=y, random_state=seed)
+    tr, te = train_test_split(rest, train_size=N_TRAIN, stratify=y[rest], random_state=seed)
+    return np.sort(tr), np.sort(te)
+
+
+def run_table(X, y, n_batches, params, label):
+    """Every cell on every batch: ``{row: {column: [accuracy %, ...]}}``, times and statuses."""
+    acc = {r: {c: [] for c in COLUMNS} for r in ROWS}
+    secs = {r: {c: [] for c in COLUMNS} for r in ROWS}
+    statuses = {r: {c: {} for c in COLUMNS} for r in ROWS}
+    info = []
+    for b in range(n_batches):
+        tr, te = _batch(y, seed=b)
+        L, frac = pca_map(X[tr], 0.95)
+        Xtr, Xte = (X[tr] - X[tr].mean(0)) @ L.T, (X[te] - X[tr].mean(0)) @ L.T
+        ytr, yte = y[tr], y[te]
+        p = {**DEFAULTS, **params}
+        t0 = time.perf_counter()
+        G = {"lda": fit_global(Xtr, ytr, "lda", p)[0]}
+        t_lda = time.perf_counter() - t0
+        G["lmnn"], gsol = fit_global(Xtr, ytr, "lmnn", p)
+        t_lmnn = time.perf_counter() - t0 - t_lda
+        G["hybrid"] = G["lmnn"]
+        info.append({"batch": b, "dims": int(L.shape[0]), "variance": float(frac),
+                     "global_lmnn": {"status": gsol.status.code, "rel_gap": gsol.stats.get("rel_gap"),
+                                     "seconds": t_lmnn}})
+        print(f"[{label}] batch {b}: PCA {L.shape[0]} dims; global LMNN {gsol.status.code} in {t_lmnn:.0f} s",
+              flush=True)
+        for row in ROWS:
+            interp = None
+            for col in COLUMNS:
+                where, when = CELLS[col]
+                t1 = time.perf_counter()
+                if col in ("Interp Test", "Line"):
+                    m = with_cell(interp, where, when)
+                else:
+                    m = fit_local_metrics(Xtr, ytr, row, where, when, global_L=G[row], **params)
+                if col == "Interp Train":
+                    interp = m
+                a = 100.0 * float(np.mean(m.predict(Xte) == yte))
+                dt = time.perf_counter() - t1 + (t_lda if row == "lda" and col == "Global" else 0.0) + \
+                    (t_lmnn if row != "lda" and col == "Global" else 0.0)
+                acc[row][col].append(a)
+                secs[row][col].append(dt)
+                for k, v in m.statuses.items():
+                    statuses[row][col][k] = statuses[row][col].get(k, 0) + int(v)
+                print(f"[{label}] batch {b} {row:6s} {col:12s} {a:6.2f} %  {dt:7.1f} s  {m.statuses}"
+                      + (f"  sigma {m.sigma:g}" if m.sigma is not None else ""), flush=True)
+    return acc, secs, statuses, info
+
+
+def _mean(v):
+    return float(np.mean(v))
+
+
+def table(acc, secs, paper, title, dataset, protocol):
+    columns = ["row"] + [f"{c} %" for c in COLUMNS]
+    rows = []
+    for r in ROWS:
+        cells = [r.upper() if r != "hybrid" else "Hybrid"]
+        for i, c in enumerate(COLUMNS):
+            s = f"{_mean(acc[r][c]):.2f}"
+            if paper is not None:
+                s += f" (paper {paper[r][i]:.1f})"
+            cells.append(s)
+        rows.append(cells)
+    # times and the % error reduction from Global
+    for r in ROWS:
+        g = 100.0 - _mean(acc[r]["Global"])
+        red = [f"{100.0 * (g - (100.0 - _mean(acc[r][c]))) / g:+.1f} % / {_mean(secs[r][c]):.0f} s" if g > 0
+               else f"n/a / {_mean(secs[r][c]):.0f} s" for c in COLUMNS]
+        rows.append([f"{r} err. red. / time"] + red)
+    if paper is not None:
+        for r in ROWS:
+            g = 100.0 - paper[r][0]
+            rows.append([f"{r} paper err. red."] + [f"{100.0 * (g - (100.0 - v)) / g:+.1f} %" for v in paper[r]])
+    return {"title": title, "dataset": dataset, "protocol": protocol, "columns": columns, "rows": rows,
+            "summary": {r: {c: {"accuracy": acc[r][c], "seconds": secs[r][c]} for c in COLUMNS} for r in ROWS}}
+
+
+def directions(acc, name):
+    m = {r: {c: _mean(acc[r][c]) for c in COLUMNS} for r in ROWS}
+    out = []
+    for r in ROWS:
+        out.append(C.Assertion(f"{name}: {r} Class beats Global (recognition rate)", "Class > Global",
+                               f"{m[r]['Class']:.2f} vs {m[r]['Global']:.2f}", m[r]["Class"] > m[r]["Global"]))
+    best = max(m[r]["Test"] for r in ROWS)
+    out.append(C.Assertion(f"{name}: Hybrid's lazy (Test) cell is the best of the Test column", "Hybrid >= LDA, LMNN",
+                           ", ".join(f"{r} {m[r]['Test']:.2f}" for r in ROWS), m["hybrid"]["Test"] >= best))
+    for c in ("Interp Train", "Interp Test"):
+        out.append(C.Assertion(f"{name}: LMNN {c} is at least LMNN lazy (Test)", f"{c} >= Test",
+                               f"{m['lmnn'][c]:.2f} vs {m['lmnn']['Test']:.2f}", m["lmnn"][c] >= m["lmnn"]["Test"]))
+    for r in ROWS:
+        out.append(C.Assertion(f"{name}: {r} Line beats Global", "Line > Global",
+                               f"{m[r]['Line']:.2f} vs {m[r]['Global']:.2f}", m[r]["Line"] > m[r]["Global"]))
+    return out
+
+
+def run_check(check, title, name, X, y, paper, default_batches, extra_notes, params=PARAMS):
+    t0 = time.perf_counter()
+    n = C.n_splits(check, default_batches)
+    acc, secs, statuses, info = run_table(X, y, n, params, name)
+    protocol = (f"{n} resampled batch(es) of {N_TRAIN} train + {N_TEST} test (stratified, no overlap within a "
+                "batch), PCA 95 %, shortlist 20, k = 3, S = 50, R = 500")
+    t = table(acc, secs, paper, f"{name}: recognition rate % by how x where/when", name, protocol)
+    notes = [f"Batches: {info}.",
+             f"Statuses of the local solves per cell: {statuses}.",
+             "Local LMNN problems are solved with a fixed iteration budget and reported 'uncertified' (their "
+             "statuses above); the global LMNN is certified or reports its gap.",
+             *extra_notes]
+    C.finish(check, title, [], directions(acc, name), notes, t0, tables=[t])
+
+
+def test_local_mnist():
+    X, y = datasets.load("mnist-5k")
+    X = datasets.deskew(X, 28) / 255.0
+    run_check("local-mnist", "Local distance functions on MNIST-5k (Ramanan & Baker 2011, MNIST table)", "MNIST-5k",
+              X, y, PAPER_MNIST, 1,
+              ["MNIST-5k cannot give the paper's 10 disjoint batches of 1,000 + 1,000: batches are resampled "
+               "(see the module docstring), so batch-to-batch variation is understated.",
+               "The paper's absolute rates come from full MNIST batches with its own features; ours are on the "
+               "5,000-image subset: compare directions and error reductions, not absolute rates."])
+
+
+def test_local_yale_b():
+    X, y = datasets.load("yale-b")
+    run_check("local-yale-b", "Local distance functions on Extended Yale B (substitute for MultiPIE)", "Yale B",
+              X / 255.0, y, None, 1, ["Substitute for the paper's MultiPIE faces: no paper numbers; directions only."])
+
+
+def test_local_usps():
+    X, y = datasets.load("usps")
+    run_check("local-usps", "Local distance functions on USPS (substitute for Caltech-101)", "USPS",
+              X / 255.0, y, None, 1, ["Substitute for the paper's Caltech-101: no paper numbers; directions only."])
