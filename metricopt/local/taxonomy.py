@@ -216,7 +216,7 @@ class LocalMetrics:
 
         X, y = self.X, self.y
         if self.how == "lmnn":
-            opts = {"tol": self.p["tol"], "max_iter": self.p["max_iter"]}
+            opts = {"tol": self.p["tol"], "max_iter": self.p["class_max_iter"] or self.p["max_iter"]}
             if self.p["class_form"] == "joint":
                 prob = MultiMetricLMNNProblem(X, y, k=self.p["lmnn_k"], mu=self.p["lmnn_mu"])
                 sol = solve(prob, backend="jax", **opts)
@@ -360,7 +360,8 @@ def fit_local_metrics(X, y, how="lmnn", where="exemplar", when="offline", global
     ``params``: ``k``, ``shortlist``, ``neighborhood_size``, ``n_references``, ``interpolation``,
     ``sigma`` (``None``: cross-validated over ``sigma_grid``), ``sigma_grid``, ``reference_cv``,
     ``class_form``, ``class_set_size``, ``lda_reg``, ``n_bags``, ``lmnn_k``, ``lmnn_mu``, ``local_reg``,
-    ``local_max_iter``, ``local_tol``, ``certify_local``, ``batch_size``, ``tol``, ``max_iter``,
+    ``local_max_iter``, ``local_tol``, ``certify_local``, ``batch_size``, ``tol``, ``max_iter``, ``class_max_iter``
+    (per-class LMNN solves; default ``max_iter``),
     ``random_state`` (:class:`metricopt.LocalMetricKNN` documents them). ``global_L``: a global
     factor to use instead of learning one (e.g. shared by several cells).
     """
@@ -454,4 +455,4 @@ DEFAULTS = {"k": 3, "shortlist": 20, "neighborhood_size": 50, "n_references": 50
             "sigma": None, "sigma_grid": (0.001, 0.003, 0.01), "reference_cv": False, "class_form": "joint",
             "class_set_size": None, "lda_reg": 1.0, "n_bags": 10, "lmnn_k": 3, "lmnn_mu": 0.5, "local_reg": 1e-2,
             "local_max_iter": 300, "local_tol": 1e-3, "certify_local": False, "batch_size": 256, "tol": 1e-3,
-            "max_iter": 2000, "random_state": 0}
+            "max_iter": 2000, "class_max_iter": None, "random_state": 0}
