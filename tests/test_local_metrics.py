@@ -27,7 +27,8 @@ def wine():
 @pytest.fixture(scope="module")
 def global_lmnn(wine):
     Xtr, ytr, _, _ = wine
-    sol = mo.solve(mo.LMNNProblem(Xtr, ytr, k=3), backend="jax", tol=1e-3)
+    # a fixed global metric shared by the cells (its own fit is tested below): a short solve serves
+    sol = mo.solve(mo.LMNNProblem(Xtr, ytr, k=3), backend="jax", tol=1e-2, max_iter=200)
     return mo.linalg.factor(sol.M)
 
 
@@ -246,7 +247,7 @@ def test_with_cell_reuses_the_reference_metrics(wine):
 def test_per_class_lmnn_anchor_form_is_one_weighted_lmnn_per_class():
     X, y = load_iris(return_X_y=True)
     X, y = X[::3], y[::3]
-    m = fit_local_metrics(X, y, "lmnn", "class", "offline", class_form="anchor", max_iter=3000, tol=1e-4)
+    m = fit_local_metrics(X, y, "lmnn", "class", "offline", class_form="anchor", max_iter=3000, tol=1e-3)
     assert m.metrics.shape == (3, 4, 4)
     for c in range(3):
         prob = mo.LMNNProblem(X, y, k=3, sample_weight=(y == c).astype(float))
