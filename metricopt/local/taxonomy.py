@@ -187,9 +187,10 @@ class LocalMetrics:
         for r, c in enumerate(centres):
             idx, usable = self._neighborhood(c)
             w = self._soft_weights(c, idx) if weighted else None
-            if not usable or np.unique(self.y[idx]).size < 2:
+            if np.unique(self.y[idx]).size < 2 or not usable:
+                # one class only (nothing to discriminate), or too few points of classes LMNN can use
                 out[r] = G
-                self._count("single_class")
+                self._count("single_class" if np.unique(self.y[idx]).size < 2 else "too_few_points")
                 continue
             if self.how == "lmnn":
                 lmnn_sets.append(LocalSet(self.X[idx], self.y[idx], w))
