@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from sklearn.datasets import load_iris, load_wine
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import metricopt as mo
 from metricopt.local import VALID, LocalSet, fit_local_metrics, regularized_lda, solve_lmnn_batch
@@ -253,3 +254,8 @@ def test_per_class_lmnn_anchor_form_is_one_weighted_lmnn_per_class():
         prob = mo.LMNNProblem(X, y, k=3, sample_weight=(y == c).astype(float))
         cert = mo.certify(prob, m.metrics[c], tol=1e-3)
         assert cert.rel_gap <= 1e-3  # each class metric is certified for its class's Eq. 8 problem
+
+
+@parametrize_with_checks([mo.LocalMetricKNN(how="lda", where="test", when="online")])
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)

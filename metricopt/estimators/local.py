@@ -82,6 +82,12 @@ class LocalMetricKNN(ProblemFitMixin, ClassifierMixin, BaseEstimator):
         The global metric (LMNN's certified solve, or LDA's closed form).
     column_ : str
         The paper's table column of the cell.
+    classes_ : ndarray
+        The sorted class labels.
+    n_iter_ : int
+        Iterations of the global LMNN solve (1 for the closed-form LDA).
+    components_ : (r, d) ndarray
+        The global metric's factor ``L_G`` (shortlists and neighbourhoods).
     """
 
     _parameter_constraints = {
@@ -166,6 +172,9 @@ class LocalMetricKNN(ProblemFitMixin, ClassifierMixin, BaseEstimator):
         return LMNNProblem(X, y, k=self.lmnn_k, mu=self.lmnn_mu)
 
     def _fit_solution(self, X: np.ndarray, y: np.ndarray, options: dict[str, Any]) -> FitResult:
+        from sklearn.utils.multiclass import check_classification_targets
+
+        check_classification_targets(y)  # a continuous target: scikit-learn's ValueError ("Unknown label type")
         t0 = time.perf_counter()
         model = fit_local_metrics(X, y, self.how.lower(), self.where.lower(), self.when.lower(), **self._options())
         sol = model.global_solution
@@ -174,8 +183,10 @@ class LocalMetricKNN(ProblemFitMixin, ClassifierMixin, BaseEstimator):
             sol = Solution(M=symmetrize(L.T @ L), L=L, objective=0.0, status=Status.CLOSED_FORM, backend="numpy",
                            solver="regularised LDA", stats={"iterations": 0, "time": time.perf_counter() - t0},
                            message=f"{Status.CLOSED_FORM.message} (regularised LDA, lambda = {self.lda_reg:g})")
-        attributes = {"local_": model, "column_": column_of(model.where, model.when), "components_": model.space.L}
-        return FitResult(self._make_problem(X, y), sol, components=model.space.L, attributes=attributes)
+        attributes = {"local_": model, "column_": column_of(model.where, model.when), "components_": model.space.L,
+                      "classes_": model.classes}
+        return FitResult(self._make_problem(X, y), sol, components=model.space.L, attributes=attributes,
+                         n_iter=max(1, int(sol.stats.get("iterations", 0))))
 
     # ---------------------------------------------------------------- predict
     def predict(self, X: ArrayLike, rule: str = "knn") -> np.ndarray:
@@ -225,6 +236,7 @@ class LocalMetricKNN(ProblemFitMixin, ClassifierMixin, BaseEstimator):
         model.statuses = dict(fitted.get("statuses") or {})
         fit = FitResult(ClosedForm(X, y, "local metrics"), state.solutions["solution"], components=L,
                         certificate=state.certificate, n_iter=int(fitted.get("n_iter", 0)),
-                        attributes={"local_": model, "column_": column_of(model.where, model.when), "components_": L})
+                        attributes={"local_": model, "column_": column_of(model.where, model.when), "components_": L,
+                                    "classes_": model.classes})
         self._set_fitted(fit)
         self.n_features_in_ = X.shape[1]
