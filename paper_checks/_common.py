@@ -440,6 +440,41 @@ KNOWN_MISMATCHES = {
         "stops at the same point (f = 101.0 after 7 iterations, test error 31.5 %; ours f = 102.0, 33.3 %). "
         "With z-scored features NCA's test error is 3.10 % against Euclidean's 4.17 % (NCA Fig. 1 check)."
     ),
+    'Yale B: lda Class beats Global (recognition rate)': (
+        'not reproduced on this substitute for MultiPIE (one batch of 600 + 600): per-class LDA 40.17 % against '
+        'global LDA 70.00 %. Every local LDA metric here keeps as many directions as classes in its set (the '
+        "paper's rule for the lazy cell, applied to every local LDA metric); a per-class set of 32 images holds few"
+        ' of the 38 subjects, so each class metric sees a few of the 52 PCA directions, and distances to different '
+        'classes are measured in different low-rank metrics. That this is the cause is not isolated by a run.'
+    ),
+    'Yale B: hybrid Class beats Global (recognition rate)': (
+        "not reproduced (60.83 % against 83.67 %): the Hybrid row's local metrics are the same low-rank local LDA "
+        "metrics as the LDA row's (see 'Yale B: lda Class beats Global')."
+    ),
+    'Yale B: lmnn Class beats Global (recognition rate)': (
+        'not reproduced (66.67 % against 83.67 %), with per-class metrics that are not optimal: the 38 per-class '
+        'weighted LMNN problems (Eq. 8 form) ran 150 iterations each for time (20 min in all) and ended 20 '
+        "'optimal_inaccurate' and 18 'iteration_limit'; no claim about the converged per-class metrics follows."
+    ),
+    "Yale B: Hybrid's lazy (Test) cell is the best of the Test column": (
+        "not reproduced: Hybrid's lazy cell 71.17 % against LMNN's 83.50 % (LDA 66.67 %); as in the Class column, "
+        "the Hybrid row's local LDA metrics lose to the global LMNN metric on these faces."
+    ),
+    'Yale B: LMNN Interp Test is at least LMNN lazy (Test)': (
+        '82.67 % against 83.50 %: 5 of 600 test images, within the noise of one batch (standard error about '
+        '1.5 pp at 83 %); the Interp Train cell (84.17 %) passes the same direction.'
+    ),
+    'Yale B: lda Line beats Global': (
+        "not reproduced (61.33 % against 70.00 %): the line integral runs through the reference points' local LDA "
+        "metrics, the low-rank metrics of the LDA row (see 'Yale B: lda Class beats Global')."
+    ),
+    'Yale B: lmnn Line beats Global': (
+        '83.33 % against 83.67 %: 2 of 600 test images, within the noise of one batch (standard error about 1.5 pp).'
+    ),
+    'Yale B: hybrid Line beats Global': (
+        "not reproduced (70.17 % against 83.67 %): the Hybrid row's reference metrics are local LDA metrics (see "
+        "'Yale B: lda Class beats Global')."
+    ),
 }
 
 #: the outcomes :func:`outcome` returns

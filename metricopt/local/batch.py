@@ -145,7 +145,7 @@ def solve_lmnn_batch(sets, k=3, mu=0.5, reg=1e-2, base=None, max_iter=2000, chun
 
     from ..backends.jax.backend import best_scale
     from ..backends.jax.geometry import Setup
-    from ..backends.jax.solvers import FISTA, SMOOTHING_DECREASE
+    from ..backends.jax.solvers import FISTA
     from ..certify import certify as certify_fn
     from ..problems.lmnn import LMNNProblem
     from ..problems.terms import Trace
