@@ -169,7 +169,8 @@ def test_save_rejects_unfitted_and_foreign_objects(tmp_path):
     with pytest.raises(InputError, match=r"^this LMNN is not fitted yet; call fit\(X, y\) before save_model\.$"):
         save_model(tmp_path / "m.npz", LMNN())
     with pytest.raises(InputError, match=r"^save_model needs a fitted metricopt estimator \(LMNN, MMC, POLA, "
-                                         r"MultiMetricLMNN, KernelLMNN, NCA, MLCC, PCA, Whitening, LDA, RCA or GerrymanderingKNN\) or a "
+                                         r"MultiMetricLMNN, KernelLMNN, NCA, MLCC, PCA, Whitening, LDA, RCA, GerrymanderingKNN or "
+                                         r"LocalMetricKNN\) or a "
                                          r"metricopt.Solution; got dict\.$"):
         save_model(tmp_path / "m.npz", {})
     assert not (tmp_path / "m.npz").exists()
