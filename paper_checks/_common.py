@@ -475,6 +475,53 @@ KNOWN_MISMATCHES = {
         "not reproduced (70.17 % against 83.67 %): the Hybrid row's reference metrics are local LDA metrics (see "
         "'Yale B: lda Class beats Global')."
     ),
+    'MNIST-5k: lmnn Class beats Global (recognition rate)': (
+        "our global LMNN is far stronger than the paper's (95.90 % against its 92.4 %, certified optimal on the "
+        'deskewed PCA-77 features), so the local cells start from a higher baseline; the joint per-class '
+        '(multi-metric) LMNN ran 200 iterations for time (877 s) and ended at iteration_limit (94.90 %); the '
+        'converged per-class metrics were not measured.'
+    ),
+    'MNIST-5k: hybrid Class beats Global (recognition rate)': (
+        "our global LMNN is far stronger than the paper's (95.90 % against its 92.4 %, certified optimal on the "
+        'deskewed PCA-77 features), so the local cells start from a higher baseline; the per-class LDA metrics '
+        'under it give 95.20 %. One batch: 7 of 1,000 test images.'
+    ),
+    "MNIST-5k: Hybrid's lazy (Test) cell is the best of the Test column": (
+        "Hybrid's lazy cell 95.90 % against LDA's 96.00 % (1 test image of 1,000; LMNN's 93.70 %): not "
+        'significant either way on one batch.'
+    ),
+    'MNIST-5k: lda Line beats Global': (
+        'not reproduced: 92.70 % against 94.40 %. The line integral runs through the 500 reference metrics, local'
+        ' LDA metrics of rank = classes present with different scales (each normalised by its own within-class '
+        'scatter); 141 of the 500 references had a single class and took the global metric. The sweep shows the '
+        'Line distance degrading with the shortlist (94.1 % at 3, 92.7 % at 20, 86.0 % at 100): far candidates '
+        'gain from the scale mismatch. Not isolated by a run.'
+    ),
+    'MNIST-5k: lmnn Line beats Global': (
+        "our global LMNN is far stronger than the paper's (95.90 % against its 92.4 %, certified optimal on the "
+        'deskewed PCA-77 features), so the local cells start from a higher baseline; Line 94.90 %; the local LMNN'
+        ' reference metrics are uncertified (150 iterations each) and 270 of 500 references had too few usable '
+        'points and took the global metric.'
+    ),
+    'MNIST-5k: hybrid Line beats Global': (
+        "not reproduced (93.60 % against 95.90 %): the Hybrid row's reference metrics are local LDA metrics (see "
+        "'MNIST-5k: lda Line beats Global')."
+    ),
+    'MNIST-5k: hybrid Test: re-ranking a shortlist of 20 beats a shortlist of k = 3': (
+        '95.90 % at 20 against 96.10 % at 3 (2 test images): the global LMNN neighbours already vote well; the '
+        "paper's Fig. 6 curve is not at hand to compare."
+    ),
+    'MNIST-5k: lmnn Train: re-ranking a shortlist of 20 beats a shortlist of k = 3': (
+        '95.80 % at 20 against 96.10 % at 3 (3 test images; 96.1 / 95.8 / 95.7 / 95.8 / 95.8 / 95.6 % at 3 / 5 / '
+        "10 / 20 / 50 / 100): flat within one batch's noise."
+    ),
+    'MNIST-5k: lmnn Interp Test: re-ranking a shortlist of 20 beats a shortlist of k = 3': (
+        '94.70 % at 20 against 95.90 % at 3, falling with the shortlist (92.8 % at 100): the interpolated local '
+        'metrics rank far candidates worse than the global metric does.'
+    ),
+    'MNIST-5k: lda Line: re-ranking a shortlist of 20 beats a shortlist of k = 3': (
+        "92.70 % at 20 against 94.10 % at 3 (see 'MNIST-5k: lda Line beats Global')."
+    ),
 }
 
 #: the outcomes :func:`outcome` returns
