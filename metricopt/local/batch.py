@@ -78,7 +78,9 @@ def span_basis(X, r):
     return mu, Q
 
 
+@functools.lru_cache(maxsize=1)
 def _run_batch_fn():
+    """The jitted, vmapped chunk (built once: JAX then caches one compilation per shape)."""
     import jax
 
     from ..backends.jax.loop import run_chunk
@@ -89,9 +91,6 @@ def _run_batch_fn():
         return jax.vmap(one)(data, gdata, actives, state)
 
     return run_batch
-
-
-_RUN_BATCH = []
 
 
 def _stack(trees):
@@ -171,14 +170,15 @@ def solve_lmnn_batch(sets, k=3, mu=0.5, reg=1e-2, base=None, max_iter=2000, chun
         p = LMNNProblem(Z, s.y, k=k, mu=mu, search="brute", **kw)
         if reg > 0:  # the trace term, relative to the pull term's own scale
             lam = reg * (1.0 - mu) * float(np.trace(p.pull_matrix)) / r
-            p = LMNNProblem(Z, s.y, k=k, mu=mu, search="brute", regularizer=Trace(lam), **kw)
+            p = LMNNProblem(Z, s.y, k=k, mu=mu, search="brute", regularizer=Trace(lam),
+                            target_neighbors=p.target_neighbors, **kw)  # the targets once, not searched again
         problems.append(p)
         bases.append(Q)
         setups.append(Setup(p, precondition=precondition))
     terms0 = problems[0].jax_terms(online=False)
     term_classes = tuple(type(t) for t in terms0)
-    roles = tuple((t.dual_piece(problems[0]).loss if t.dual_piece(problems[0]) is not None else None)
-                  for t in terms0)
+    pieces = [t.dual_piece(problems[0]) for t in terms0]
+    roles = tuple(None if piece is None else piece.loss for piece in pieces)
     geometry = setups[0].geometry
     # every triplet active, in one padded capacity for the whole batch
     hinge_idx = [i for i, t in enumerate(terms0) if t.uses_working_set]
@@ -202,9 +202,7 @@ def solve_lmnn_batch(sets, k=3, mu=0.5, reg=1e-2, base=None, max_iter=2000, chun
             states.append({kk: np.asarray(v) for kk, v in solver.init(jnp.asarray(Z0)).items()})
         data_b, act_b, state_b = _stack(data), _stack(actives), _stack(states)
         gdata_b = _stack([{"T": np.asarray(st.gdata["T"])} if "T" in st.gdata else {} for st in setups])
-        if not _RUN_BATCH:
-            _RUN_BATCH.append(_run_batch_fn())
-        run_batch = _RUN_BATCH[0]
+        run_batch = _run_batch_fn()
         it = 0
         B = len(sets)
         while it < max_iter:

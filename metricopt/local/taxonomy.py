@@ -260,9 +260,10 @@ class LocalMetrics:
     # ------------------------------------------------------------------ interpolation
     def _kernel(self, P):
         """RBF weights ``(len(P), R)`` of the reference points at the rows of ``P``."""
-        refs = self.space.Z[self.references]
-        D = ((P @ self.space.L.T)[:, None, :] - refs[None]) ** 2
-        D = D.sum(axis=-1)
+        from scipy.spatial.distance import cdist
+
+        # squared global distances, (len(P), R): no (len(P), R, d) array of differences
+        D = cdist(P @ self.space.L.T, self.space.Z[self.references], "sqeuclidean")
         D = D - D.min(axis=1, keepdims=True)
         return np.exp(-D / (self.sigma * self.mean_sq))
 
