@@ -47,6 +47,9 @@ MIN_CAPACITY = 256
 #: an active set smaller than 1/SHRINK_BELOW of its capacity moves down to the bucket of twice its size (the
 #: jitted loop then runs on less padding; JAX keeps one compiled loop per bucket, so a bucket compiles once)
 SHRINK_BELOW = 4
+#: buckets up to this capacity are never moved down: an iteration over that much padding costs less than the
+#: compilation of the loop for a new bucket (seconds on a CPU), and small problems would otherwise compile twice
+SHRINK_ABOVE = 1 << 14
 #: the re-check interval grows up to this multiple of ``check_every`` (solvers with adaptive checks)
 MAX_CHECK_FACTOR = 8
 
@@ -194,10 +197,11 @@ class Run:
             act, size, val, h = found
             self.prev_sizes[idx] = size
             cap = act["mask"].shape[0]
-            # keep the capacity bucket unless the set became mostly padding; then move down to a bucket with
-            # room for twice the set (a set just above a power of two would otherwise move straight back up,
-            # and every bucket costs a compilation of the loop)
-            self.capacity[idx] = cap if size >= cap // SHRINK_BELOW else max(MIN_CAPACITY, 1 << (2 * size - 1).bit_length())
+            # keep the capacity bucket unless the set became mostly padding of a large bucket; then move down to
+            # a bucket with room for twice the set (a set just above a power of two would otherwise move straight
+            # back up, and every bucket costs a compilation of the loop)
+            shrink = cap > SHRINK_ABOVE and size < cap // SHRINK_BELOW
+            self.capacity[idx] = max(MIN_CAPACITY, SHRINK_ABOVE, 1 << (2 * size - 1).bit_length()) if shrink else cap
             new_viol += _new_violators(self.np_actives.get(idx), act, h)
             self.np_actives[idx] = act
             act_j = {k: jnp.asarray(v) for k, v in act.items()}
