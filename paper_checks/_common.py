@@ -475,6 +475,28 @@ KNOWN_MISMATCHES = {
         "not reproduced (70.17 % against 83.67 %): the Hybrid row's reference metrics are local LDA metrics (see "
         "'Yale B: lda Class beats Global')."
     ),
+    'USPS: lmnn Class beats Global (recognition rate)': (
+        'not reproduced (89.90 % against 93.60 %), with per-class metrics that are not optimal: the joint per-class '
+        '(multi-metric) LMNN ran 200 iterations for time (3,317 s on a loaded machine) and ended at '
+        "iteration_limit, while the global LMNN it is compared with is certified optimal; the converged per-class "
+        'metrics were not measured.'
+    ),
+    'USPS: hybrid Class beats Global (recognition rate)': (
+        "92.30 % against 93.60 % (13 of 1,000 test images): the Hybrid row's per-class metrics are LDA metrics, "
+        'which gain little over a global metric on USPS (LDA row: Class 90.90 % against Global 90.60 %), while the '
+        'global LMNN metric they replace is 3.0 pp better than global LDA (93.60 % against 90.60 %).'
+    ),
+    'USPS: lda Line beats Global': (
+        'not reproduced (88.30 % against 90.60 %), as on MNIST-5k (see \'MNIST-5k: lda Line beats Global\'): the line '
+        "integral runs through the 500 reference points' local LDA metrics (rank = classes present, each scaled "
+        'by its own within-class scatter); 51 of the 500 references had a single class and took the global '
+        'metric. The lazy and interpolated LDA cells, which compare candidates under one metric, beat Global '
+        '(92.80 % and 92.60 %). Not isolated by a run.'
+    ),
+    'USPS: hybrid Line beats Global': (
+        "not reproduced (89.60 % against 93.60 %): the Hybrid row's reference metrics are local LDA metrics (see "
+        "'USPS: lda Line beats Global'); the LMNN row's Line cell beats the same global metric (94.70 %)."
+    ),
     'MNIST-5k: lmnn Class beats Global (recognition rate)': (
         "our global LMNN is far stronger than the paper's (95.90 % against its 92.4 %, certified optimal on the "
         'deskewed PCA-77 features), so the local cells start from a higher baseline; the joint per-class '

@@ -95,7 +95,7 @@ def run_table(X, y, n_batches, params, label, sweep=False, sizes=(N_TRAIN, N_TES
         t_lmnn = time.perf_counter() - t0 - t_lda
         G["hybrid"] = G["lmnn"]
         info.append({"batch": b, "dims": int(L.shape[0]), "variance": float(frac),
-                     "global_lmnn": {"status": gsol.status.code, "rel_gap": gsol.stats.get("rel_gap"),
+                     "global_lmnn": {"status": gsol.status.code, "rel_gap": None if gsol.certificate is None else float(gsol.certificate.rel_gap),
                                      "seconds": t_lmnn}})
         print(f"[{label}] batch {b}: PCA {L.shape[0]} dims; global LMNN {gsol.status.code} in {t_lmnn:.0f} s",
               flush=True)
