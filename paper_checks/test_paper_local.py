@@ -94,9 +94,9 @@ def run_table(X, y, n_batches, params, label, sweep=False, sizes=(N_TRAIN, N_TES
         G["lmnn"], gsol = fit_global(Xtr, ytr, "lmnn", p)
         t_lmnn = time.perf_counter() - t0 - t_lda
         G["hybrid"] = G["lmnn"]
+        gap = None if gsol.certificate is None else float(gsol.certificate.rel_gap)
         info.append({"batch": b, "dims": int(L.shape[0]), "variance": float(frac),
-                     "global_lmnn": {"status": gsol.status.code, "rel_gap": None if gsol.certificate is None else float(gsol.certificate.rel_gap),
-                                     "seconds": t_lmnn}})
+                     "global_lmnn": {"status": gsol.status.code, "rel_gap": gap, "seconds": t_lmnn}})
         print(f"[{label}] batch {b}: PCA {L.shape[0]} dims; global LMNN {gsol.status.code} in {t_lmnn:.0f} s",
               flush=True)
         for row in ROWS:

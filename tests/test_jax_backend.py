@@ -177,6 +177,19 @@ def test_float64_and_global_x64_flag_unchanged(iris_jax):
     assert iris_jax.stats["solver_objective"] == pytest.approx(iris_jax.objective, rel=1e-11)
 
 
+def test_a_small_problem_compiles_the_loop_once():
+    """Its active set falls from 711 triplets at the start (bucket 1024) to 184, less than a quarter of the bucket;
+    a small bucket is kept (padding is cheaper than a compilation), so the loop is traced once (the former rule,
+    moving down to bucket 512, traced it twice). The shape (57 points, 11 features) is used by no other test, so
+    the loop is not in JAX's cache beforehand."""
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X)[::3, :11]
+    problem = metricopt.LMNNProblem(X[:57], y[::3][:57], k=3, mu=0.5)
+    before = mj.TRACES["run_chunk"]
+    sol = mj.solve(problem, tol=1e-6)
+    assert sol.status is Status.OPTIMAL
+    assert mj.TRACES["run_chunk"] - before == 1
+
 def test_no_recompilation_for_a_second_problem_of_the_same_shape(iris, iris_jax):
     before = mj.TRACES["run_chunk"]
     again = mj.solve(iris, tol=1e-6)

@@ -44,8 +44,8 @@ BLOWUP = 0.5
 MAX_REJECTIONS = 4
 #: smallest active-set capacity (padding bucket)
 MIN_CAPACITY = 256
-#: an active set smaller than 1/SHRINK_BELOW of its capacity moves down to the bucket of twice its size (the
-#: jitted loop then runs on less padding; JAX keeps one compiled loop per bucket, so a bucket compiles once)
+#: an active set smaller than 1/SHRINK_BELOW of a capacity above SHRINK_ABOVE moves down to the bucket of twice its
+#: size (the jitted loop then runs on less padding; JAX keeps one compiled loop per bucket, so a bucket compiles once)
 SHRINK_BELOW = 4
 #: buckets up to this capacity are never moved down: an iteration over that much padding costs less than the
 #: compilation of the loop for a new bucket (seconds on a CPU), and small problems would otherwise compile twice
@@ -201,7 +201,7 @@ class Run:
             # a bucket with room for twice the set (a set just above a power of two would otherwise move straight
             # back up, and every bucket costs a compilation of the loop)
             shrink = cap > SHRINK_ABOVE and size < cap // SHRINK_BELOW
-            self.capacity[idx] = max(MIN_CAPACITY, SHRINK_ABOVE, 1 << (2 * size - 1).bit_length()) if shrink else cap
+            self.capacity[idx] = max(SHRINK_ABOVE, 1 << (2 * size - 1).bit_length()) if shrink else cap
             new_viol += _new_violators(self.np_actives.get(idx), act, h)
             self.np_actives[idx] = act
             act_j = {k: jnp.asarray(v) for k, v in act.items()}
