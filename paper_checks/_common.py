@@ -670,7 +670,7 @@ def write_result(check, title, rows, assertions, notes, wall_time, command=None,
         "machine": f"{platform.machine()}, {os.cpu_count()} cpus, python {platform.python_version()}, "
                    f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}",
         "wall_time_s": float(wall_time),
-        "commit": git_commit(),
+        "commit": START_COMMIT,
         "rows": rows,
         "tables": tables or [],
         "assertions": [{**a.__dict__, "outcome": outcome(a.passed, a.known_mismatch)} for a in assertions],
@@ -739,6 +739,11 @@ def git_commit():
     return head + ("+dirty" if dirty else "")
 
 
+#: the commit the checks run from, read when they are collected (a commit made while a long check runs
+#: is not what it ran)
+START_COMMIT = git_commit()
+
+
 def finish(check, title, rows, assertions, notes, t_start, tables=None):
     """Print, store and then assert a check's claims (all recorded before the first fails).
 
@@ -795,7 +800,7 @@ def run_methods(methods, X_train, y_train, X_test, y_test, k, loo=False, ties="i
     scikit-learn's SVC, whose own test error is then reported). Returns ``{name: {"test":
     fraction, "train_loo": fraction or nan, "seconds": s, "status": str}}``; ``train_loo`` is
     the leave-one-out kNN error on the training set (computed when ``loo``). ``ties``: the kNN
-    tie rule (:mod:`metricopt.knn`; the NCA and baseline checks were run with ``"index"``).
+    tie rule (:mod:`metricopt.knn`; every check passes :data:`TIES`).
     """
     from metricopt.knn import knn_error, loo_knn_error
 

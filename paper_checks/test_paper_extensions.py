@@ -28,7 +28,15 @@ Tolerances (fixed before the runs):
 * every solve: status ``optimal`` with certified relative gap ``<= 1e-6``;
 * 2-pass LMNN kNN error not significantly above 1-pass LMNN kNN error, and multi-metric kNN
   error not significantly above single-metric LMNN kNN error (paired mean difference
-  ``<= 2`` standard errors).
+  ``<= 2`` standard errors);
+* wine and balance: 2-pass and multi-metric LMNN kNN errors significantly below Euclidean kNN
+  (paired mean difference ``< -2`` standard errors). These are the assertions that fail when
+  every metric is the identity (``METRICOPT_PAPER_IDENTITY=1``); the "not worse" ones cannot.
+  They were added (issue 16) after a run of this check had measured -3.0 / -4.1 pp (wine) and
+  -7.0 / -7.0 pp (balance); the paper's own multi-pass and multi-metric figures are not at hand.
+
+kNN errors use the tie-inclusive rule of every paper check (``_common.TIES``), the multi-metric
+rule included.
 
 Number of splits (default 20 for iris and balance, 5 for wine, where one multi-metric
 solve on 124 x 13 standardized points took 92 s on a shared core, so that the check runs in
@@ -61,6 +69,10 @@ SETS = [
     ("extensions-balance-scale", "balance-scale", None, "625 samples (UCI)", 20),
 ]
 
+#: data sets on which the gain over Euclidean kNN is asserted (iris: the paper's LMNN and Euclidean errors
+#: differ by 0.5 pp, below what 20 splits resolve)
+GAIN_SETS = ("wine", "balance-scale")
+
 V_ONE = "LMNN (1 pass), same splits"
 V_TWO = f"LMNN ({PASSES} passes)"
 V_MM = "multi-metric LMNN (one metric per class)"
@@ -75,8 +87,17 @@ def _failed(status, t, ntr, nte, d, message):
 def _split(Xtr, ytr, Xte, yte):
     """One split: 1-pass, 2-pass and multi-metric LMNN; a :class:`_common.SplitResult` for each."""
     ntr, nte, d = len(ytr), len(yte), Xtr.shape[1]
-    euclid = metricopt.knn_error(Xtr, ytr, Xte, yte, k=C.K)
+    euclid = metricopt.knn_error(Xtr, ytr, Xte, yte, k=C.K, ties=C.TIES)
     out = {}
+    if C.IDENTITY:  # the check of the check: every metric is the identity, nothing is solved
+        targets = metricopt.LMNNProblem(Xtr, ytr, k=C.K, mu=C.MU).target_neighbors
+        energy = float(np.mean(energy_predict(Xtr, ytr, Xte, k=C.K, mu=C.MU, M=np.eye(d),
+                                              train_targets=targets) != yte))
+        for v, e, eu in ((V_ONE, energy, euclid), (V_TWO, energy, euclid), (V_MM, float("nan"), euclid)):
+            out[v] = C.SplitResult({"euclidean": eu, "lmnn": eu, "energy": e}, "identity", float("inf"),
+                                   "none", 0.0, ntr, nte, d, {"pass_statuses": ["identity"] * PASSES}
+                                   if v == V_TWO else {})
+        return out
     # ---- multi-pass (pass 1 = single-pass LMNN)
     t0 = time.perf_counter()
     try:
@@ -88,7 +109,7 @@ def _split(Xtr, ytr, Xte, yte):
         one, p1 = mp.solutions[0], mp.problems[0]
         e1 = {
             "euclidean": euclid,
-            "lmnn": metricopt.knn_error(Xtr, ytr, Xte, yte, k=C.K, M=one.M),
+            "lmnn": metricopt.knn_error(Xtr, ytr, Xte, yte, k=C.K, M=one.M, ties=C.TIES),
             "energy": float(np.mean(energy_predict(Xtr, ytr, Xte, k=C.K, mu=C.MU, M=one.M,
                                                    train_targets=p1.target_neighbors) != yte)),
         }
@@ -97,7 +118,7 @@ def _split(Xtr, ytr, Xte, yte):
                                    ntr, nte, d)
         e2 = {
             "euclidean": euclid,
-            "lmnn": metricopt.knn_error(Xtr, ytr, Xte, yte, k=C.K, L=mp.L),
+            "lmnn": metricopt.knn_error(Xtr, ytr, Xte, yte, k=C.K, L=mp.L, ties=C.TIES),
             "energy": float(np.mean(energy_predict(Xtr, ytr, Xte, k=C.K, mu=C.MU, L=mp.L,
                                                    train_targets=mp.target_neighbors) != yte)),
         }
@@ -118,7 +139,7 @@ def _split(Xtr, ytr, Xte, yte):
         out[V_MM] = _failed(str(sol.status), t, ntr, nte, d, sol.message)
     else:
         e3 = {"euclidean": euclid,
-              "lmnn": float(np.mean(prob.knn_predict(Xte, sol.M) != yte)),
+              "lmnn": float(np.mean(prob.knn_predict(Xte, sol.M, ties=C.TIES) != yte)),
               "energy": float("nan")}  # the energy rule is not defined for several metrics here
         cert = sol.certificate
         out[V_MM] = C.SplitResult(e3, str(sol.status), float(cert.rel_gap) if cert is not None else float("inf"),
@@ -130,6 +151,12 @@ def _split(Xtr, ytr, Xte, yte):
 def _paired(a, b, method="lmnn"):
     """Mean and s.e. (pp) of the per-split difference ``a - b`` of ``method``'s error."""
     mean, se = C.mean_se([100 * (ra.errors[method] - rb.errors[method]) for ra, rb in zip(a, b)])
+    return {"mean": mean, "se": se}
+
+
+def _paired_vs_euclidean(results):
+    """Mean and s.e. (pp) of the per-split difference LMNN kNN - Euclidean kNN (same split, same tie rule)."""
+    mean, se = C.mean_se([100 * (r.errors["lmnn"] - r.errors["euclidean"]) for r in results])
     return {"mean": mean, "se": se}
 
 
@@ -181,6 +208,11 @@ def test_extensions():
             C.assert_not_worse({"multi_metric-single_metric": d3}, "multi_metric", "single_metric",
                                f"{name}: multi-metric LMNN kNN not significantly worse than single-metric LMNN kNN"),
         ]
+        if name in GAIN_SETS:  # the effect itself, which fails when the metrics are the identity
+            for v, short in ((V_TWO, "2-pass"), (V_MM, "multi-metric")):
+                g = _paired_vs_euclidean(res[v])
+                checks.append(C.assert_gain({"lmnn-euclidean": g}, "lmnn", "euclidean",
+                                            f"{name}: {short} LMNN kNN significantly below Euclidean kNN"))
         ranks = [r.extra["rank"] for r in res[V_TWO] if "rank" in r.extra]
         notes.append(
             f"{name}: {n} splits (default {default}); 2-pass LMNN vs 1 pass {d2['mean']:+.2f} pp (s.e. {d2['se']:.2f}) "
@@ -192,8 +224,9 @@ def test_extensions():
     notes += [
         "Paper numbers: none entered. JMLR 2009 (Sections 5.1, 5.2 and the results of Section 6) reports "
         "multi-pass and multi-metric LMNN results with small gains; we did not have the paper's figures for "
-        "these variants on iris, wine and balance at hand to verify, so the paper columns are empty and only "
-        "the paired comparison with single-pass / single-metric LMNN on the same splits is asserted.",
+        "these variants on iris, wine and balance at hand to verify, so the paper columns are empty; asserted are "
+        "the paired comparisons with single-pass / single-metric LMNN and (wine, balance) with Euclidean kNN on "
+        "the same splits.",
         "The one-pass row is pass 1 of the 2-pass run (the same convex program on the same data as "
         "test_paper_uci.py's LMNN solve), so it is certified by the 2-pass row's 'every pass' assertion. "
         "The first n splits are those of test_paper_uci.py (same seed), which uses 100 (iris, balance, "

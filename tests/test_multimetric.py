@@ -147,6 +147,26 @@ def test_multi_metric_knn_matches_a_loop_reference():
         assert loo[q] == y[np.argmin(d)]
 
 
+def test_multi_metric_knn_with_equal_metrics_is_the_single_metric_rule_under_both_tie_rules():
+    # integer points on a grid: many exact distance ties, which the two rules resolve differently
+    rng = np.random.default_rng(3)
+    X = rng.integers(0, 3, size=(40, 2)).astype(float)
+    y = rng.integers(0, 3, size=40)
+    Xq = rng.integers(0, 3, size=(25, 2)).astype(float)
+    clusters = rng.integers(0, 2, size=40)
+    M = np.array([[2.0, 0.0], [0.0, 1.0]])
+    for ties in ("index", "inclusive"):
+        got = multi_metric_knn_predict(X, y, clusters, [M, M], Xq, k=3, ties=ties)
+        np.testing.assert_array_equal(got, metricopt.knn_predict(X, y, Xq, k=3, M=M, ties=ties))
+        loo = multi_metric_knn_predict(X, y, clusters, [M, M], None, k=3, ties=ties)
+        np.testing.assert_array_equal(loo, metricopt.knn_loo_predict(X, y, k=3, M=M, ties=ties))
+    moved = int(np.sum(multi_metric_knn_predict(X, y, clusters, [M, M], Xq, k=3, ties="index")
+                       != multi_metric_knn_predict(X, y, clusters, [M, M], Xq, k=3, ties="inclusive")))
+    assert moved > 0  # the data has ties that the rules break differently, so the test can tell them apart
+    with pytest.raises(InputError, match=r"ties must be one of \['index', 'inclusive'\]; got 'nearest'"):
+        multi_metric_knn_predict(X, y, clusters, [M, M], Xq, k=3, ties="nearest")
+
+
 def test_estimator_fit_predict_and_single_metric_start():
     X, y = _iris()
     est = metricopt.MultiMetricLMNN(init="single").fit(X, y)

@@ -180,15 +180,15 @@ class MultiMetricLMNNProblem(LMNNProblem):
         return {"M": np.eye(self.d)}
 
     # ------------------------------------------------------------------ prediction
-    def knn_predict(self, X_test, M, k=None):
+    def knn_predict(self, X_test, M, k=None, ties="index"):
         """kNN labels of ``X_test`` under the cluster-dependent distance (see :func:`multi_metric_knn_predict`)."""
         return multi_metric_knn_predict(self.X, self.y, self.clusters, self.metrics(M), X_test,
-                                        k=self.k if k is None else k)
+                                        k=self.k if k is None else k, ties=ties)
 
-    def knn_loo_predict(self, M, k=None):
+    def knn_loo_predict(self, M, k=None, ties="index"):
         """Leave-one-out kNN labels of the training points under the cluster-dependent distance."""
         return multi_metric_knn_predict(self.X, self.y, self.clusters, self.metrics(M), None,
-                                        k=self.k if k is None else k)
+                                        k=self.k if k is None else k, ties=ties)
 
 
 def multi_metric_distances(X_train, clusters, metrics, X_query):
@@ -207,14 +207,17 @@ def multi_metric_distances(X_train, clusters, metrics, X_query):
     return D
 
 
-def multi_metric_knn_predict(X_train, y_train, clusters, metrics, X_test, k=3, block_size=2048):
+def multi_metric_knn_predict(X_train, y_train, clusters, metrics, X_test, k=3, block_size=2048, ties="index"):
     """kNN rule of :func:`metricopt.knn_predict` under the multi-metric distance (the metric of the
     *training* point's cluster, JMLR 2009 Sec. 5.2). ``X_test=None``: leave-one-out on the training set.
 
-    Ties are broken as in :func:`metricopt.knn_predict` (lower training index first; a tied vote
-    drops the farthest neighbour).
+    ``ties`` is the tie rule of :func:`metricopt.knn_predict`: ``"index"`` breaks exact distance
+    ties by lower training index (a tied vote drops the farthest neighbour); ``"inclusive"`` lets
+    every point tied with the k-th nearest vote.
     """
-    from ..knn import _encode, _k_smallest_stable, _vote
+    from ..knn import TIE_RTOL, _check_ties, _encode, _inclusive_sets, _k_smallest_stable, _vote, _vote_inclusive
+
+    ties = _check_ties(ties)
 
     X_train = check_X(X_train, "X_train")
     y_train = check_y(y_train, X_train.shape[0], "y_train")
@@ -234,5 +237,9 @@ def multi_metric_knn_predict(X_train, y_train, clusters, metrics, X_test, k=3, b
         D = multi_metric_distances(X_train, clusters, metrics, Xq[s:e])
         if loo:
             D[np.arange(e - s), np.arange(s, e)] = np.inf
-        out[s:e] = _vote(codes[_k_smallest_stable(D, k)], classes.size)
+        if ties == "inclusive":
+            idx, dist, valid = _inclusive_sets(D, k, TIE_RTOL)
+            out[s:e] = _vote_inclusive(codes[idx], dist, valid, classes.size, TIE_RTOL)
+        else:
+            out[s:e] = _vote(codes[_k_smallest_stable(D, k)], classes.size)
     return classes[out]
