@@ -8,8 +8,37 @@ into ``d x d`` matrices.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import scipy.sparse as sp
+
+#: Dimension up to which :func:`small_blas` runs NumPy's and SciPy's BLAS on one thread.
+SMALL_BLAS_DIM = 128
+
+_CONTROLLER = []
+
+
+def small_blas(d):
+    """A context in which the host BLAS runs on one thread when ``d <= SMALL_BLAS_DIM``.
+
+    The certificates' linear algebra is many small ``d x d`` (and ``m x d``) products,
+    triangular solves and factorisations. A multi-threaded OpenBLAS makes these slower,
+    not faster: on LMNN's digits PCA-30 problem, 8 certificates took 34-36 s with
+    OpenBLAS's 16 default threads (16 cores) and 29 s with 2 threads on a loaded 2-core
+    machine, against 2-3 s on one thread (``benchmarks/results/jax_device.md``). Above
+    ``SMALL_BLAS_DIM`` the threads are left as they are. Results are unchanged up to the
+    rounding of a reduction's order. The limit uses ``threadpoolctl`` (a scikit-learn
+    dependency); its controller is made once, at the first call.
+    """
+    if d > SMALL_BLAS_DIM:
+        return contextlib.nullcontext()
+    if not _CONTROLLER:
+        import scipy.linalg  # noqa: F401  (its BLAS is a library of its own: load it before the controller looks)
+        from threadpoolctl import ThreadpoolController
+
+        _CONTROLLER.append(ThreadpoolController())
+    return _CONTROLLER[0].limit(limits=1, user_api="blas")
 
 
 def symmetrize(M):

@@ -13,6 +13,22 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
+def pytest_configure(config):
+    """Under pytest-xdist, share the cores between the workers: each worker's BLAS (and the
+    subprocesses it starts: CLI runs, notebook kernels) gets ``cores // workers`` threads
+    (at least one), as scikit-learn's own test suite does. Two workers on two cores would
+    otherwise run four OpenBLAS threads, whose spin-waits slow every small product."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not workers:
+        return
+    threads = max(1, (os.cpu_count() or 1) // int(workers))
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, str(threads))
+    from threadpoolctl import threadpool_limits
+
+    config._metricopt_blas_limit = threadpool_limits(limits=threads, user_api="blas")
+
+
 # ----------------------------------------------------------------------------- shared data and solves
 # Session-scoped: each is built once per run, however many modules use it (they must not modify them).
 import numpy as np  # noqa: E402

@@ -95,3 +95,22 @@ def test_labels_to_pairs():
     assert {tuple(p) for p in sim} == {(a, b) for a, b in all_pairs if y[a] == y[b]}
     assert {tuple(p) for p in dis} == {(a, b) for a, b in all_pairs if y[a] != y[b]}
     assert np.all(sim[:, 0] < sim[:, 1]) and np.all(dis[:, 0] < dis[:, 1])
+
+
+@pytest.mark.skipif((__import__("os").cpu_count() or 1) < 2, reason="OpenBLAS runs one thread on one core")
+def test_small_blas_runs_small_problems_on_one_blas_thread_and_restores_the_threads():
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from metricopt.linalg import SMALL_BLAS_DIM, small_blas
+
+    def blas_threads():  # {library file: threads} of every BLAS loaded (SCS bundles a one-thread OpenBLAS)
+        return {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = blas_threads()
+        assert max(before.values()) == 2  # NumPy's and SciPy's OpenBLAS are threaded
+        with small_blas(SMALL_BLAS_DIM):
+            assert set(blas_threads().values()) == {1}
+        assert blas_threads() == before
+        with small_blas(SMALL_BLAS_DIM + 1):  # large problems keep their threads
+            assert blas_threads() == before

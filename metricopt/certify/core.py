@@ -9,7 +9,7 @@ import numpy as np
 
 from .._validation import check_real
 from ..errors import InputError, NotCertifiableError, NotConvexError, UnknownOptionError
-from ..linalg import project_psd, psd_defect, symmetrize
+from ..linalg import project_psd, psd_defect, small_blas, symmetrize
 from ..protocols import GeometryKind
 from ..solution import Solution
 from .certificate import Certificate
@@ -160,7 +160,8 @@ def certify(problem: Any, M: Any, tol: float = 1e-6, psd_tol: float = 1e-7, feas
         Mp = project_psd(M)
         details["psd projection change"] = float(np.linalg.norm(Mp - M))
         M = Mp
-    res = certifier.bound(problem, M, variables, summary, feas_tol, tol)
+    with small_blas(problem.d):
+        res = certifier.bound(problem, M, variables, summary, feas_tol, tol)
     if isinstance(res, Certificate):
         return res
     upper, lower, info = res
