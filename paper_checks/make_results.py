@@ -195,10 +195,16 @@ def build(results_dir=RESULTS_DIR, out=OUT):
                 + " | ".join(f"{_fmt(p.get(m))} / {_fmt(s[m]['mean'])}" for m in ("euclidean", "lmnn", "energy"))
                 + f" | {s['certificates']['max_rel_gap']:.1e} |")
         sections += _section(data, identity)
-    commits = sorted({json.loads(files[n].read_text(encoding="utf-8")).get("commit") or "not recorded"
-                      for n in names})
+    by_commit = {}
+    for n in names:
+        by_commit.setdefault(json.loads(files[n].read_text(encoding="utf-8")).get("commit") or "not recorded",
+                             []).append(n)
     if names:
-        lines += [f"Commits the results below were computed at: {', '.join(commits)}.", ""]
+        lines += ["Commits the results below were computed at (read when the checks start; results of runs before "
+                  "commit 636856f read it when a check finished; \"+dirty\": `metricopt/` or `paper_checks/` "
+                  "differed from it):", ""]
+        lines += [f"- {c}: {', '.join(ns)}" for c, ns in sorted(by_commit.items(), key=lambda kv: -len(kv[1]))]
+        lines += [""]
     if summary:
         lines += ["## Overview", "", "| check | run | wall min | assertions | failed | known mismatches |",
                   "|---|---|---|---|---|---|"]
