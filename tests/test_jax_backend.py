@@ -190,6 +190,23 @@ def test_a_small_problem_compiles_the_loop_once():
     assert sol.status is Status.OPTIMAL
     assert mj.TRACES["run_chunk"] - before == 1
 
+def test_a_long_used_bucket_moves_down(monkeypatch):
+    """The same problem as above with SHRINK_WORK = 0 (as if it had run long in its bucket): the active set
+    (184 of 1024) moves down to bucket 512, which compiles the loop a second time, at the same optimum."""
+    from metricopt.backends.jax import driver
+
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X)[::3, :11]
+    problem = metricopt.LMNNProblem(X[:56], y[::3][:56], k=3, mu=0.5)  # a shape of its own (no cached loop)
+    kept = mj.solve(problem, tol=1e-6)
+    monkeypatch.setattr(driver, "SHRINK_WORK", 0.0)
+    before = mj.TRACES["run_chunk"]
+    moved = mj.solve(problem, tol=1e-6)
+    assert mj.TRACES["run_chunk"] - before == 1  # one new bucket
+    assert moved.status is Status.OPTIMAL and kept.status is Status.OPTIMAL
+    assert moved.objective == pytest.approx(kept.objective, rel=1e-6)
+
+
 def test_no_recompilation_for_a_second_problem_of_the_same_shape(iris, iris_jax):
     before = mj.TRACES["run_chunk"]
     again = mj.solve(iris, tol=1e-6)

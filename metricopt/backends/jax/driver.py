@@ -44,12 +44,16 @@ BLOWUP = 0.5
 MAX_REJECTIONS = 4
 #: smallest active-set capacity (padding bucket)
 MIN_CAPACITY = 256
-#: an active set smaller than 1/SHRINK_BELOW of a capacity above SHRINK_ABOVE moves down to the bucket of twice its
+#: an active set smaller than 1/SHRINK_BELOW of its capacity moves down to the bucket of twice its
 #: size (the jitted loop then runs on less padding; JAX keeps one compiled loop per bucket, so a bucket compiles once)
 SHRINK_BELOW = 4
-#: buckets up to this capacity are never moved down: an iteration over that much padding costs less than the
-#: compilation of the loop for a new bucket (seconds on a CPU), and small problems would otherwise compile twice
+#: buckets up to this capacity move down only once the loop has done SHRINK_WORK (iterations x capacity x d^2,
+#: about a second of one CPU core, the order of a compilation of the loop) in them: a short solve (most small
+#: problems) would pay a second compilation to save less, a long one pays for the padding at every iteration
+#: (ORL rank-5 LMNN-R, d = 50, 600 iterations: 581 s kept in bucket 2^14, 288 s moving down). Counted in
+#: iterations, not seconds, so that the buckets (and the rounding of the sums over them) are reproducible
 SHRINK_ABOVE = 1 << 14
+SHRINK_WORK = 1e9
 #: the re-check interval grows up to this multiple of ``check_every`` (solvers with adaptive checks)
 MAX_CHECK_FACTOR = 8
 
@@ -111,6 +115,8 @@ class Run:
         # iteration bookkeeping
         self.it, self.unchanged, self.interval = 0, 0, opts.check_every
         self.capacity, self.np_actives = {}, {}  # per working-set term: capacity bucket, current active set
+        self.bucket_since = {}  # per working-set term: the iteration its current bucket was entered
+        self.d2 = float(getattr(problem, "d", 1) or 1) ** 2
         self.history, self.best = [], None  # best: (objective, V, iteration)
         # certificates
         self.cert, self.cert_V, self.cert_it, self.cert_time, self.cert_calls = None, None, None, 0.0, 0
@@ -197,11 +203,16 @@ class Run:
             act, size, val, h = found
             self.prev_sizes[idx] = size
             cap = act["mask"].shape[0]
-            # keep the capacity bucket unless the set became mostly padding of a large bucket; then move down to
-            # a bucket with room for twice the set (a set just above a power of two would otherwise move straight
+            # keep the capacity bucket unless the set became mostly padding of a large bucket, or of one the
+            # loop has done SHRINK_WORK in; then move down to a bucket with room for twice the set (a set just above a power of two would otherwise move straight
             # back up, and every bucket costs a compilation of the loop)
-            shrink = cap > SHRINK_ABOVE and size < cap // SHRINK_BELOW
-            self.capacity[idx] = max(SHRINK_ABOVE, 1 << (2 * size - 1).bit_length()) if shrink else cap
+            if self.capacity.get(idx) != cap:
+                self.bucket_since[idx] = self.it
+            settled = cap > SHRINK_ABOVE or (self.it - self.bucket_since[idx]) * cap * self.d2 >= SHRINK_WORK
+            shrink = settled and size < cap // SHRINK_BELOW
+            self.capacity[idx] = max(MIN_CAPACITY, 1 << (2 * size - 1).bit_length()) if shrink else cap
+            if shrink:
+                self.bucket_since[idx] = self.it
             new_viol += _new_violators(self.np_actives.get(idx), act, h)
             self.np_actives[idx] = act
             act_j = {k: jnp.asarray(v) for k, v in act.items()}
