@@ -100,22 +100,18 @@ class Hooks:
 
         hooks, step, recheck = self, driver.Run.step, driver.Run.recheck
 
-        def timed_step(run, *a, **kw):
-            t = time.perf_counter()
-            try:
-                return step(run, *a, **kw)
-            finally:
-                hooks.step += time.perf_counter() - t
-                hooks.chunks += 1
+        def timed(method, field, counter=None):
+            def wrapper(run, *a, **kw):
+                t = time.perf_counter()
+                try:
+                    return method(run, *a, **kw)
+                finally:
+                    setattr(hooks, field, getattr(hooks, field) + time.perf_counter() - t)
+                    if counter:
+                        setattr(hooks, counter, getattr(hooks, counter) + 1)
+            return wrapper
 
-        def timed_recheck(run, *a, **kw):
-            t = time.perf_counter()
-            try:
-                return recheck(run, *a, **kw)
-            finally:
-                hooks.recheck += time.perf_counter() - t
-
-        driver.Run.step, driver.Run.recheck = timed_step, timed_recheck
+        driver.Run.step, driver.Run.recheck = timed(step, "step", "chunks"), timed(recheck, "recheck")
 
         def on_event(event, duration, **kw):
             if hooks.active and event.startswith("/jax/core/compile/"):
