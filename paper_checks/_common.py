@@ -725,15 +725,17 @@ def print_table(title, rows, assertions):
 
 
 def git_commit():
-    """The repository's HEAD commit, with ``+dirty`` when tracked files differ from it (``None`` outside git)."""
+    """The repository's HEAD commit, with ``+dirty`` when tracked code of ``metricopt/`` or ``paper_checks/``
+    differs from it (``None`` outside git)."""
     import subprocess
 
     try:
         head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=HERE, capture_output=True,
                               text=True, check=True).stdout.strip()
+        # the checks' own output (results/*.json, RESULTS.md) does not make the code dirty
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "metricopt",
-                                "paper_checks"], cwd=HERE.parent, capture_output=True, text=True,
-                               check=True).stdout.strip()
+                                "paper_checks", ":(exclude)paper_checks/results", ":(exclude)paper_checks/RESULTS.md"],
+                               cwd=HERE.parent, capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
     return head + ("+dirty" if dirty else "")
