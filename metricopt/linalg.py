@@ -9,6 +9,7 @@ into ``d x d`` matrices.
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import numpy as np
 import scipy.sparse as sp
@@ -16,7 +17,13 @@ import scipy.sparse as sp
 #: Dimension up to which :func:`small_blas` runs NumPy's and SciPy's BLAS on one thread.
 SMALL_BLAS_DIM = 128
 
-_CONTROLLER = []
+
+@functools.cache
+def _blas_controller():
+    import scipy.linalg  # noqa: F401  (its BLAS is a library of its own: load it before the controller looks)
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 def small_blas(d):
@@ -33,12 +40,7 @@ def small_blas(d):
     """
     if d > SMALL_BLAS_DIM:
         return contextlib.nullcontext()
-    if not _CONTROLLER:
-        import scipy.linalg  # noqa: F401  (its BLAS is a library of its own: load it before the controller looks)
-        from threadpoolctl import ThreadpoolController
-
-        _CONTROLLER.append(ThreadpoolController())
-    return _CONTROLLER[0].limit(limits=1, user_api="blas")
+    return _blas_controller().limit(limits=1, user_api="blas")
 
 
 def symmetrize(M):

@@ -190,9 +190,11 @@ def test_a_small_problem_compiles_the_loop_once():
     assert sol.status is Status.OPTIMAL
     assert mj.TRACES["run_chunk"] - before == 1
 
+
 def test_a_long_used_bucket_moves_down(monkeypatch):
-    """The same problem as above with SHRINK_WORK = 0 (as if it had run long in its bucket): the active set
-    (184 of 1024) moves down to bucket 512, which compiles the loop a second time, at the same optimum."""
+    """A problem like the one above with SHRINK_WORK = 0 (as if it had run long in its bucket): its active set,
+    mostly padding of its first bucket, moves down to a smaller one, which compiles the loop a second time, at
+    the same optimum."""
     from metricopt.backends.jax import driver
 
     X, y = load_wine(return_X_y=True)

@@ -44,8 +44,8 @@ BLOWUP = 0.5
 MAX_REJECTIONS = 4
 #: smallest active-set capacity (padding bucket)
 MIN_CAPACITY = 256
-#: an active set smaller than 1/SHRINK_BELOW of its capacity moves down to the bucket of twice its
-#: size (the jitted loop then runs on less padding; JAX keeps one compiled loop per bucket, so a bucket compiles once)
+#: an active set smaller than 1/SHRINK_BELOW of its capacity moves down to the bucket of twice its size (the
+#: jitted loop then runs on less padding; JAX keeps one compiled loop per bucket, so a bucket compiles once)
 SHRINK_BELOW = 4
 #: buckets up to this capacity move down only once the loop has done SHRINK_WORK (iterations x capacity x d^2,
 #: about a second of one CPU core, the order of a compilation of the loop) in them: a short solve (most small
@@ -203,9 +203,9 @@ class Run:
             act, size, val, h = found
             self.prev_sizes[idx] = size
             cap = act["mask"].shape[0]
-            # keep the capacity bucket unless the set became mostly padding of a large bucket, or of one the
-            # loop has done SHRINK_WORK in; then move down to a bucket with room for twice the set (a set just above a power of two would otherwise move straight
-            # back up, and every bucket costs a compilation of the loop)
+            # keep the capacity bucket unless the set became mostly padding of a large bucket, or of one the loop
+            # has done SHRINK_WORK in; then move down to a bucket with room for twice the set (a set just above a
+            # power of two would otherwise move straight back up, and every bucket costs a compilation of the loop)
             if self.capacity.get(idx) != cap:
                 self.bucket_since[idx] = self.it
             settled = cap > SHRINK_ABOVE or (self.it - self.bucket_since[idx]) * cap * self.d2 >= SHRINK_WORK
