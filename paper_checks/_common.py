@@ -746,19 +746,20 @@ def git_commit():
 START_COMMIT = git_commit()
 
 
-def finish(check, title, rows, assertions, notes, t_start, tables=None):
+def finish(check, title, rows, assertions, notes, t_start, tables=None, identity_of="LMNN"):
     """Print, store and then assert a check's claims (all recorded before the first fails).
 
     Every assertion is recorded with its outcome. Failing assertions listed in
     :data:`KNOWN_MISMATCHES` are reported as ``KNOWN MISMATCH`` (with the reason) and do not
     fail the check; a listed assertion that *passes* fails it (strict: remove the entry),
-    as does every other failing assertion.
+    as does every other failing assertion. Under :data:`IDENTITY` the result is ``<check>-identity``, its title
+    says that ``identity_of`` (the method whose metrics the check replaced) was replaced by the identity.
     """
     wall = time.perf_counter() - t_start
     if IDENTITY:
-        check, title = check + "-identity", title + " [LMNN replaced by the identity]"
-        notes = list(notes) + ["METRICOPT_PAPER_IDENTITY=1: every LMNN metric is the identity (check of the check); "
-                               "its assertions on LMNN's gains must fail."]
+        check, title = check + "-identity", title + f" [{identity_of} replaced by the identity]"
+        notes = list(notes) + [f"METRICOPT_PAPER_IDENTITY=1: every {identity_of} metric is the identity (check of "
+                               f"the check); its assertions on {identity_of}'s gains must fail."]
     for a in assertions:
         a.known_mismatch = None if IDENTITY else KNOWN_MISMATCHES.get(a.what)
     print_table(title, rows, assertions)

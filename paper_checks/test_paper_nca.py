@@ -182,4 +182,4 @@ def test_nca_figure_1():
     own = IDENTITY and not C.IDENTITY  # C.finish marks the result itself under METRICOPT_PAPER_IDENTITY
     C.finish("nca-fig1" + ("-identity" if own else ""),
              "NCA (Goldberger et al., NIPS 2004, Fig. 1)" + (" [NCA replaced by the identity]" if own else ""),
-             [], checks, notes, t0, tables=tables)
+             [], checks, notes, t0, tables=tables, identity_of="NCA")

@@ -163,4 +163,4 @@ def test_table1_baselines():
         "SVM on a stratified 3,000-point subset (fit time), the kNN rule uses all 14,000.",
     ]
     C.finish("table1-baselines", "Baselines of JMLR 2009 Table 1 (PCA, LDA, RCA, MCC, NCA, LMNN on LDA, SVM)",
-             [], checks, notes, t0, tables=tables)
+             [], checks, notes, t0, tables=tables, identity_of="PCA, LDA, RCA, MCC, NCA and LMNN")
