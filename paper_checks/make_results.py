@@ -70,6 +70,40 @@ changed for it.
 """
 
 
+def _git(*args):
+    """The stripped output of ``git args`` in the repository, or ``None`` (no git, or git failed)."""
+    import subprocess
+
+    try:
+        return subprocess.run(["git", *args], cwd=HERE.parent, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+#: the code a check's numbers depend on: the package, and the checks' own modules (not their output, nor this
+#: module, which only renders it)
+CODE = {"metricopt/": ["metricopt"],
+        "paper_checks/": ["paper_checks", ":(exclude)paper_checks/results", ":(exclude)paper_checks/RESULTS.md",
+                          ":(exclude)paper_checks/make_results.py"]}
+
+
+def _code_vs_head(commit, head):
+    """`` (metricopt/ as at HEAD; paper_checks/ differs)``-style note on a result's recorded ``commit`` (empty
+    when either commit is unknown or the commit is not in this repository)."""
+    if head is None or commit in (None, "not recorded"):
+        return ""
+    if commit.endswith("+dirty"):
+        return " (uncommitted code: not comparable)"
+    if _git("rev-parse", "--verify", "--quiet", commit + "^{commit}") is None:
+        return " (not in this repository)"
+    parts = []
+    for name, paths in CODE.items():
+        same = _git("diff", "--quiet", commit, head, "--", *paths) is not None  # exit 1 (differs) raises
+        parts.append(f"{name} {'as at' if same else 'differs from'} {head[:7]}")
+    return " (" + "; ".join(parts) + ")"
+
+
 def assertion_outcome(a, identity=False):
     """``(outcome, reason)`` of a stored assertion.
 
@@ -208,10 +242,13 @@ def build(results_dir=RESULTS_DIR, out=OUT):
         by_commit.setdefault(json.loads(files[n].read_text(encoding="utf-8")).get("commit") or "not recorded",
                              []).append(n)
     if names:
+        head = _git("rev-parse", "--short=12", "HEAD")
         lines += ["Commits the results below were computed at (read when the checks start; results of runs before "
                   "commit 636856f read it when a check finished; \"+dirty\": `metricopt/` or `paper_checks/` "
-                  "differed from it):", ""]
-        lines += [f"- {c}: {', '.join(ns)}" for c, ns in sorted(by_commit.items(), key=lambda kv: -len(kv[1]))]
+                  "differed from it)" + (f", and whether their code is that of {head}, the commit this file was "
+                                         "built at:" if head else ":"), ""]
+        lines += [f"- {c}{_code_vs_head(c, head)}: {', '.join(ns)}"
+                  for c, ns in sorted(by_commit.items(), key=lambda kv: -len(kv[1]))]
         lines += [""]
     if summary:
         lines += ["## Overview", "", "| check | run | wall min | assertions | failed | known mismatches |",

@@ -111,3 +111,21 @@ def test_the_identity_run_of_a_check_fails_its_gain_assertion(common, monkeypatc
     assert {r.status for r in res} == {"identity"}
     assert not C.assert_gain(s, "lmnn", "euclidean", "x").passed
     assert not C.assert_certified(s, res, 1e-6).passed
+
+
+def test_results_say_whether_a_checks_code_is_that_of_the_current_commit(common):
+    _, make_results = common
+    head = make_results._git("rev-parse", "--short=12", "HEAD")
+    if head is None:
+        pytest.skip("not a git checkout")
+    h = head[:7]
+    assert make_results._code_vs_head(head, head) == f" (metricopt/ as at {h}; paper_checks/ as at {h})"
+    assert make_results._code_vs_head(head + "+dirty", head) == " (uncommitted code: not comparable)"
+    assert make_results._code_vs_head("0123456789ab", head) == " (not in this repository)"
+    assert make_results._code_vs_head("not recorded", head) == ""
+    if make_results._git("rev-parse", "--is-shallow-repository") == "true":
+        return  # the oldest commit of a shallow clone may hold the current code
+    # the first commit had neither directory's current code
+    root = make_results._git("rev-list", "--max-parents=0", "HEAD").split()[0]
+    assert make_results._code_vs_head(root, head) == (f" (metricopt/ differs from {h}; "
+                                                      f"paper_checks/ differs from {h})")
