@@ -42,8 +42,9 @@ multi-pass and multi-metric extensions, NCA's Fig. 1, the Table 1 baselines and 
 with all their identity runs and those of the local distance functions, were regenerated in one run from
 commit e4a2af6 on 2026-11-26 (a clean worktree of that commit; the checks ran in three parallel streams on the
 2 cores, so their wall times include the other streams' load, and the gerrymandering check's LMNN baseline,
-which stops at a wall-clock limit, ran fewer iterations than on idle cores). The local-distance sections (about
-3.5 hours) are from their own, earlier commits. The list below gives every result's commit and whether its
+which stops at a wall-clock limit, ran fewer iterations than on idle cores). The local-distance check on Yale B
+was re-run afterwards, alone, from 73272b0 (the same metricopt/ and check code as e4a2af6); its MNIST and USPS
+sections (about 2.7 hours) are from their own, earlier commits. The list below gives every result's commit and whether its
 code is that of the commit this file was built at.
 
 Papers: Weinberger & Saul, *Distance Metric Learning for Large Margin Nearest Neighbor
