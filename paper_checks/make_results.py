@@ -44,8 +44,8 @@ commit e4a2af6 on 2026-11-26 (a clean worktree of that commit; the checks ran in
 2 cores, so their wall times include the other streams' load, and the gerrymandering check's LMNN baseline,
 which stops at a wall-clock limit, ran fewer iterations than on idle cores). The local-distance check on Yale B
 was re-run afterwards, alone, from 73272b0 (the same metricopt/ and check code as e4a2af6); its MNIST and USPS
-sections (about 2.7 hours) are from their own, earlier commits. The list below gives every result's commit and whether its
-code is that of the commit this file was built at.
+sections (about 2.7 hours) are from their own, earlier commits. The list below gives every result's commit and
+whether its code is that of the commit this file was built at.
 
 Papers: Weinberger & Saul, *Distance Metric Learning for Large Margin Nearest Neighbor
 Classification*, JMLR 10:207-244, 2009 (Table 1, test-error table of Section 6); Weinberger,
@@ -92,8 +92,9 @@ CODE = {"metricopt/": ["metricopt"],
 
 
 def _code_vs_head(commit, head):
-    """`` (metricopt/ as at HEAD; paper_checks/ differs)``-style note on a result's recorded ``commit`` (empty
-    when either commit is unknown or the commit is not in this repository)."""
+    """`` (metricopt/ as at <head>; paper_checks/ differs from <head>)``-style note on a result's recorded
+    ``commit``: empty when either commit is unknown, "not comparable" for a ``+dirty`` commit, "not in this
+    repository" for one git does not know."""
     if head is None or commit in (None, "not recorded"):
         return ""
     if commit.endswith("+dirty"):
