@@ -47,8 +47,8 @@ afterwards with the same metricopt/ and check code as e4a2af6: on Yale B alone f
 and USPS side by side, one per core, from 4ac8d87 (52 and 74 min). Every result's code is therefore that of the
 commit this file was built at; the list below gives each result's commit and says so. Against the earlier runs
 of the local check (ebe50af; ae35ca9 with uncommitted changes), every MNIST-5k cell and assertion value is
-unchanged (one shortlist sweep moved, below); on USPS three LMNN cells moved by 0.1 pp (Test 92.30 -> 92.40 %, Interp Train 94.60 -> 94.50 %,
-Line 94.70 -> 94.60 %), with the same outcomes.
+unchanged (one shortlist sweep moved, below); on USPS three LMNN cells moved by 0.1 pp (Test 92.30 -> 92.40 %,
+Interp Train 94.60 -> 94.50 %, Line 94.70 -> 94.60 %), with the same outcomes.
 
 Four known-mismatch reasons were written from those earlier runs and quote some of their figures: the MNIST-5k
 "lmnn Train" shortlist sweep now gives 95.9 / 95.5 % at 5 / 10 (the reason says 95.8 / 95.7 %; the asserted
