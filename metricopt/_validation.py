@@ -20,6 +20,12 @@ def check_X(X, name="X"):
         raise InputError(f"{name} must be a numeric array; could not convert it to float64 ({exc}).") from None
     if np.iscomplexobj(raw):
         raise InputError(f"Complex data not supported: {name} has complex entries; pass real-valued features.")
+    if raw.dtype.kind in "mM":  # astype(float64) would silently turn dates into counts of the dtype's unit
+        what = "dates (datetime64)" if raw.dtype.kind == "M" else "durations (timedelta64)"
+        raise InputError(
+            f"{name} holds {what} of dtype {raw.dtype}; metricopt needs numeric features. Convert them to numbers "
+            f"first, e.g. ({name} - {name}.min()) / np.timedelta64(1, 'D') for days."
+        )
     try:
         arr = raw.astype(np.float64, copy=False)
     except TypeError as exc:  # e.g. a dict or None in an object array: a TypeError, as scikit-learn raises
@@ -30,6 +36,7 @@ def check_X(X, name="X"):
         raise InputError(
             f"{name} must be a 2-D array of shape (n_samples, n_features); got an array with "
             f"{arr.ndim} dimension(s) and shape {arr.shape}. Reshape it, e.g. X.reshape(-1, 1) for one feature."
+            + (" Reshape your data as X.reshape(1, -1) instead if it holds a single sample." if arr.ndim == 1 else "")
         )
     if arr.shape[0] == 0 or arr.shape[1] == 0:
         what = f"{arr.shape[0]} sample(s)" if arr.shape[0] == 0 else f"{arr.shape[1]} feature(s)"
@@ -44,6 +51,41 @@ def check_X(X, name="X"):
             f"(e.g. sklearn.impute.SimpleImputer) before learning a metric."
         )
     return np.ascontiguousarray(arr)
+
+
+def as_real_array(value, name, what="an array of real numbers"):
+    """``value`` as a float64 array (any shape), or :class:`InputError`: for values that do not convert,
+    and for complex input -- even with all imaginary parts zero, as for ``X`` (see :func:`check_X`): a
+    complex dtype is refused rather than silently cast (numpy's cast would drop the imaginary parts).
+
+    Parameters
+    ----------
+    value : array_like
+    name : str
+        The argument's name in messages.
+    what : str
+        What the argument must be, for messages (e.g. ``"a finite (3, 3) array of numbers"``).
+    """
+    try:
+        raw = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name} must be {what}; got {type(value).__name__} that does not convert to float64 "
+                         f"({exc}).") from None
+    if np.iscomplexobj(raw):
+        try:
+            imag = float(np.max(np.abs(np.imag(raw)))) if raw.size else 0.0
+        except (TypeError, ValueError):
+            imag = float("nan")
+        part = "all imaginary parts are 0" if imag == 0.0 else f"largest imaginary part {imag:.3g}"
+        raise InputError(f"{name} has complex entries ({part}); {name} must be {what}, and metricopt refuses complex "
+                         f"input rather than drop imaginary parts. Pass {name}.real if they are rounding.")
+    if raw.dtype.kind in "mM":
+        raise InputError(f"{name} must be {what}; got dtype {raw.dtype}.")
+    try:
+        return raw.astype(np.float64, copy=False)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name} must be {what}; got {type(value).__name__} that does not convert to float64 "
+                         f"({exc}).") from None
 
 
 #: widest feature range (largest ``max - min`` over the columns of ``X``) metricopt accepts: squared
@@ -71,9 +113,101 @@ def check_scale(X, name="X"):
     )
 
 
+def _indices(mask, limit=5):
+    """The first ``limit`` positions where ``mask`` holds, as text (``"3, 7 and 2 more"``)."""
+    idx = np.flatnonzero(mask)
+    text = ", ".join(str(int(i)) for i in idx[:limit])
+    return text + (f" and {idx.size - limit} more" if idx.size > limit else "")
+
+
+def _label_kind(value):
+    """The kind of one label of an object array: ``"missing"`` (None, pandas' NA or NaT), ``"nan"``,
+    ``"complex"``, ``"number"``, ``"string"``, ``"empty"`` (a blank string), ``"bytes"`` or the type's name."""
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):  # None, pandas.NA, pandas.NaT
+        return "missing"
+    if isinstance(value, (str, np.str_)):
+        return "string" if value.strip() else "empty"
+    if isinstance(value, (bytes, np.bytes_)):
+        return "bytes"
+    if isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real):
+        return "complex"
+    if isinstance(value, numbers.Number):
+        try:
+            return "number" if bool(np.isfinite(float(value))) else "nan"
+        except (TypeError, ValueError, OverflowError):
+            return "number"
+    return type(value).__name__
+
+
+_KIND_PLURAL = {"number": "numbers", "string": "strings", "bytes": "bytes"}
+
+
+def check_labels(labels, name="y"):
+    """Raise :class:`InputError` unless every entry of the 1-D array ``labels`` is a valid class label.
+
+    Refused: complex labels, NaN or infinite ones, ``None``, blank strings (an empty CSV cell), and object
+    arrays that mix numbers with strings (or other types): ``np.unique`` cannot order them, and a
+    conversion would silently make ``0`` and ``"0"`` one class. Positions in the messages count from 0.
+
+    Parameters
+    ----------
+    labels : ndarray, 1-D
+    name : str
+        The argument's name in messages.
+
+    Returns
+    -------
+    ndarray
+        ``labels``, unchanged.
+    """
+    arr = labels
+    kind = arr.dtype.kind
+    if kind == "c":
+        raise InputError(f"{name} has complex labels (dtype {arr.dtype}); class labels must be integers, strings or "
+                         "real numbers. Pass e.g. y.real.astype(int) if the imaginary parts are all zero.")
+    if kind == "f" and not np.all(np.isfinite(arr)):
+        raise InputError(f"{name} contains NaN or infinite labels; every sample needs a valid class label. Found at "
+                         f"sample(s) {_indices(~np.isfinite(arr))}: drop those samples or fill in their labels.")
+    if kind in "US":
+        blank = np.char.str_len(np.char.strip(arr)) == 0
+        if np.any(blank):
+            raise InputError(f"{name} contains empty labels (blank strings); every sample needs a valid class label. "
+                             f"Found at sample(s) {_indices(blank)}: drop those samples or fill in their labels.")
+    if kind != "O":
+        return arr
+    kinds = np.array([_label_kind(v) for v in arr.tolist()], dtype=object)
+    for bad, what in (("missing", "missing labels (None)"), ("nan", "NaN or infinite labels"),
+                      ("complex", "complex labels"), ("empty", "empty labels (blank strings)")):
+        if np.any(kinds == bad):
+            raise InputError(f"{name} contains {what}; every sample needs a valid class label. Found at sample(s) "
+                             f"{_indices(kinds == bad)}: drop those samples or fill in their labels.")
+    found = list(dict.fromkeys(kinds.tolist()))  # in order of first appearance
+    if len(found) > 1:
+        first = {k: int(np.argmax(kinds == k)) for k in found[:3]}
+        examples = " and ".join(f"{_KIND_PLURAL.get(k, k + ' objects')} (e.g. sample {i}: {_py(arr[i])!r})"
+                                for k, i in first.items())
+        raise InputError(f"{name} mixes label types: {examples}. Labels must all be numbers or all strings, else "
+                         f"0 and '0' would be two classes (or one, after a conversion): convert them first, e.g. "
+                         f"{name} = np.asarray({name}, dtype=str).")
+    return arr
+
+
 def check_y(y, n_samples, name="y"):
-    """Return labels as a 1-D array of length ``n_samples``, or raise :class:`InputError`."""
-    arr = np.asarray(y)
+    """Return labels as a 1-D array of length ``n_samples``, or raise :class:`InputError`.
+
+    The labels themselves are checked by :func:`check_labels` (a list that mixes numbers and strings
+    included, which ``np.asarray`` would silently turn into strings)."""
+    if isinstance(y, (list, tuple)):  # the types before numpy's conversion (it makes [0, "a"] strings)
+        try:
+            raw = np.asarray(y, dtype=object)
+        except (TypeError, ValueError):
+            raw = None
+        if raw is not None and (raw.ndim == 1 or (raw.ndim == 2 and raw.shape[1] == 1)):
+            check_labels(raw.ravel(), name)
+    try:
+        arr = np.asarray(y)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name} must be a 1-D array of labels; could not convert it to an array ({exc}).") from None
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr.ravel()
     if arr.ndim != 1:
@@ -82,9 +216,27 @@ def check_y(y, n_samples, name="y"):
         raise InputError(
             f"{name} has {arr.shape[0]} labels but X has {n_samples} samples; pass one label per row of X."
         )
-    if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
-        raise InputError(f"{name} contains NaN or infinite labels; every sample needs a valid class label.")
-    return arr
+    return check_labels(arr, name)
+
+
+def check_label_cells(cells, source):
+    """Raise :class:`InputError` naming the data rows (counted from 1, after any header) whose label cell
+    (a string from a CSV file) is empty; return ``cells`` otherwise.
+
+    Parameters
+    ----------
+    cells : sequence of str
+        The label column, one cell per data row.
+    source : str
+        The file, for the message.
+    """
+    blank = np.array([not str(c).strip() for c in cells], dtype=bool)
+    if np.any(blank):
+        rows = np.flatnonzero(blank) + 1
+        listed = ", ".join(str(int(r)) for r in rows[:10]) + (f" and {rows.size - 10} more" if rows.size > 10 else "")
+        raise InputError(f"{source!r}: data row(s) {listed} have an empty label (the last column); give every row "
+                         "a class label or remove those rows.")
+    return cells
 
 
 def check_sample_weight(sample_weight, n_samples, name="sample_weight"):
@@ -144,6 +296,20 @@ def check_classes(y, k=None, method="LMNN"):
     return classes, counts
 
 
+def check_problem(problem, caller):
+    """Raise :class:`InputError` unless ``problem`` is a metricopt problem (it declares ``terms``, a
+    ``geometry`` and ``is_convex``: :class:`metricopt.protocols.Problem`); the message names ``caller``."""
+    if problem is not None and all(hasattr(problem, a) for a in ("terms", "geometry", "is_convex")):
+        return problem
+    hint = ""
+    if hasattr(problem, "problem_") or hasattr(problem, "get_params"):
+        hint = " For an estimator, pass its fitted problem, estimator.problem_."
+    elif hasattr(problem, "status") and hasattr(problem, "M"):
+        hint = " A Solution is already solved: its problem is the one you passed to solve."
+    raise InputError(f"{caller} needs a metricopt problem (e.g. metricopt.LMNNProblem(X, y)) as its first argument; "
+                     f"got {type(problem).__name__}.{hint}")
+
+
 def check_int(value, name, low=None):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InputError(f"{name} must be an integer; got {value!r}.")
@@ -152,7 +318,16 @@ def check_int(value, name, low=None):
     return int(value)
 
 
+#: largest magnitude of a real hyperparameter (a weight such as POLA's ``C``, a regulariser's ``lam``, a
+#: term's weight, a tolerance): objectives multiply weights by sums of squared distances (up to about 1e200
+#: for data within :data:`SCALE_LIMITS`, times the number of pairs or triplets), which must stay inside
+#: float64's range (about 1.8e308)
+REAL_LIMIT = 1e50
+
+
 def check_real(value, name, low=None, high=None, low_open=False):
+    """Return ``value`` as a float after checking that it is a finite real number in the given range and at
+    most :data:`REAL_LIMIT` in magnitude; otherwise raise :class:`InputError` naming the valid range."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
         raise InputError(f"{name} must be a finite real number; got {value!r}.")
     value = float(value)
@@ -161,6 +336,12 @@ def check_real(value, name, low=None, high=None, low_open=False):
         raise InputError(f"{name} must be {bound}" + (f" and <= {high}" if high is not None else "") + f"; got {value}.")
     if high is not None and value > high:
         raise InputError(f"{name} must be <= {high}" + (f" and >= {low}" if low is not None else "") + f"; got {value}.")
+    if abs(value) > REAL_LIMIT:
+        lower = (f"> {low}" if low_open else f">= {low}") if low is not None else f">= {-REAL_LIMIT:g}"
+        upper = REAL_LIMIT if high is None else min(high, REAL_LIMIT)
+        raise InputError(f"{name} must be {lower} and <= {upper:g}; got {value:g}. Larger magnitudes overflow "
+                         "float64 arithmetic (objectives multiply weights by sums of squared distances): choose a "
+                         "value in that range.")
     return value
 
 
@@ -199,6 +380,15 @@ def check_pairs(pairs, n_samples, name="pairs"):
         row = int(np.flatnonzero(arr[:, 0] == arr[:, 1])[0])
         raise InputError(f"{name} row {row} pairs sample {arr[row, 0]} with itself; remove such pairs.")
     return arr
+
+
+def check_n_features(X, n_features, owner):
+    """Raise :class:`InputError` unless the checked 2-D ``X`` has the ``n_features`` columns ``owner`` (an
+    estimator's name) was fitted with; the message begins as scikit-learn's does."""
+    if X.shape[1] != n_features:
+        raise InputError(f"X has {X.shape[1]} features, but {owner} is expecting {n_features} features as input; "
+                         f"pass X with the same {n_features} columns, in the same order, as at fit.")
+    return X
 
 
 def check_train_test(X_train, y_train, X_test):

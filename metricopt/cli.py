@@ -222,7 +222,9 @@ def load_csv(path, n_features=None):
     if width < 2:
         raise InputError(f"{path!r} has {width} column; it needs at least one feature column and the label last.")
     X = _features([r[:-1] for r in rows], path)
-    return X, _labels([r[-1] for r in rows])
+    from ._validation import check_label_cells
+
+    return X, _labels(check_label_cells([r[-1] for r in rows], path))
 
 
 def _is_file_arg(data):
@@ -425,10 +427,11 @@ def _make_estimator(args):
 def fit(args):
     """``metricopt fit``: split, preprocess, fit with progress, certify, report, save."""
     from . import certify, knn_error
+    from ._deadline import Budget
     from ._validation import check_int, check_real
     from .errors import InputError, NotCertifiableError, NotConvexError
     from .estimators.base import fit_estimator
-    from .io import Preprocessing, save_model
+    from .io import Preprocessing, check_destination, save_model
 
     if args.method in BASELINES:
         if args.backend is not None:
@@ -454,8 +457,12 @@ def fit(args):
         args.backend = "jax" if args.method == "nca" else "cvxpy"
     if args.method == "nca" and args.backend != "jax":
         raise InputError("NCA is not convex: it has no exact conic program. Use --backend jax (the default for nca).")
-    if args.time_limit is not None and args.backend not in ("jax", "own solvers"):
-        raise InputError("--time-limit applies to --backend jax only; the exact backend stops on --max-iter.")
+    if args.time_limit is not None:
+        check_real(args.time_limit, "time-limit", low=0.0, low_open=True)
+        if args.backend == "closed form" or args.method == "local":
+            why = "is computed in closed form" if args.method in BASELINES else "runs many solves it does not bound"
+            raise InputError(f"--time-limit bounds an iterative solve (lmnn, mmc, pola, nca, gerrymander); --method "
+                             f"{args.method} {why}; drop --time-limit.")
     k = check_int(args.k, "k", low=1)
     check_real(args.test_size, "test-size", low=0.0, high=1.0, low_open=True)
     check_real(args.C, "C", low=0.0, low_open=True)
@@ -469,6 +476,7 @@ def fit(args):
         raise InputError(f"cannot write {args.out!r}: the folder {out_dir!r} does not exist; create it first.")
     if os.path.isdir(args.out):
         raise InputError(f"cannot write {args.out!r}: it is a folder; give a file name.")
+    check_destination(args.out)  # a device, FIFO or symlink is refused before the fit, not after it
     X, y, name = load_data(args.data, args.data_dir)
     train, test = _split(y, args.test_size, args.seed)
     pre = Preprocessing(scale="standard" if args.scale else None, pca=args.pca).fit(X[train])
@@ -492,7 +500,8 @@ def fit(args):
     cert = sol.certificate
     if cert is None and args.method not in BASELINES and args.method != "local":
         try:
-            cert = certify(problem, sol)
+            with Budget.start(args.time_limit, t0).closing():  # under --time-limit, its conic programs stay within it
+                cert = certify(problem, sol)
             est.certificate_ = sol.certificate = cert
         except (NotConvexError, NotCertifiableError) as exc:
             print(f"no certificate: {exc}")
@@ -711,7 +720,8 @@ def build_parser():
                    help="solver accuracy (cvxpy, default 1e-8) or certified relative gap to stop at "
                         "(jax, default 1e-6)")
     f.add_argument("--max-iter", type=int, default=None, help="iteration limit (default 100000 cvxpy, 20000 jax)")
-    f.add_argument("--time-limit", type=float, default=None, help="seconds (jax backend)")
+    f.add_argument("--time-limit", type=float, default=None,
+                   help="seconds: the fit returns within max(1.25 x, x + 2 s) with status time_limit if cut short")
     f.add_argument("--test-size", type=float, default=0.3, help="test fraction of the stratified split (default 0.3)")
     f.add_argument("--seed", type=int, default=0, help="seed of the split (default 0)")
     f.add_argument("--pca", type=_pca_value, default=None,

@@ -41,6 +41,7 @@ import threading
 
 import numpy as np
 
+from ._validation import as_real_array, check_y
 from .errors import InputError, MetricoptError, UnknownOptionError
 
 __all__ = [
@@ -674,10 +675,7 @@ def _check_pca(pca, n_samples, n_features):
 
 
 def _as_matrix(X, name):
-    try:
-        arr = np.asarray(X, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{name} must be a numeric array; could not convert it to float64 ({exc}).") from None
+    arr = as_real_array(X, name, "a numeric array")  # complex and datetime64 refused, never cast
     if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
         raise InputError(f"{name} must be a non-empty 2-D array (n_samples, n_features); got shape {arr.shape}.")
     return arr
@@ -829,6 +827,7 @@ def _check_labels(y):
         arr = arr.ravel()
     if arr.ndim != 1 or arr.shape[0] == 0:
         raise InputError(f"y must be a non-empty 1-D array of labels; got shape {arr.shape}.")
+    arr = check_y(y, arr.shape[0])  # None, NaN, complex, blank or mixed-type labels (a list's too)
     _, codes, counts = np.unique(arr, return_inverse=True, return_counts=True)
     return codes.ravel(), counts
 

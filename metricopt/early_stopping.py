@@ -44,7 +44,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import check_choice, check_int, check_X, check_y
+from ._deadline import Budget
+from ._validation import check_choice, check_int, check_real, check_X, check_y
 from .errors import InputError
 from .solution import Solution, Status
 
@@ -209,8 +210,10 @@ class EarlyStopping:
         Where the backend returned another point (its last iterate on a stop requested here, a
         certified optimum reached before ``patience`` ran out, or the best-objective iterate at
         the iteration limit), the kept metric's exact objective and certificate (with the
-        solve's ``tol``) are computed; its status is then ``early_stopped``, or ``optimal``
-        when the certificate proves it optimal within ``tol``. ``stats`` gain ``validation_errors``,
+        solve's ``tol``) are computed; its status is then ``early_stopped`` (``time_limit`` where the
+        solve's time limit ended it), or ``optimal`` when the certificate proves it optimal within ``tol``.
+        Under a deadline (:mod:`metricopt._deadline`) that certificate's conic programs stay within it.
+        ``stats`` gain ``validation_errors``,
         ``validation_iterations``, ``best_validation_error``, ``best_validation_iteration``,
         ``validation_rule``, ``patience`` and ``stopped_early``; ``best_iteration`` becomes the
         iteration of the returned metric.
@@ -240,7 +243,9 @@ class EarlyStopping:
         stats["certificate_rel_gap"] = cert.rel_gap
         stats["best_iteration"] = self.best_iteration
         ended = f"the solve ended with '{solution.status}' at iteration {stats.get('iterations')}"
-        status, _ = decide_status(Status.EARLY_STOPPED, cert)
+        # a solve the time limit ended (patience not run out) keeps that status for the metric kept here
+        status, _ = decide_status(Status.TIME_LIMIT if solution.status is Status.TIME_LIMIT else Status.EARLY_STOPPED,
+                                  cert)
         if status is Status.OPTIMAL:
             detail = (f"lowest validation error {self.best_error:.4g} at iteration {self.best_iteration}; {ended}; "
                       f"the certificate of this metric proves optimality (relative gap {cert.rel_gap:.2e})")
@@ -304,7 +309,9 @@ def fit_with_validation(X, y, k=3, mu=0.5, regularizer=None, *, problem_factory=
         Only the JAX backend exposes its iterates.
     **jax_options
         Options of :func:`metricopt.backends.jax.solve` (``tol``, ``max_iter``, ``time_limit``,
-        ``check_every``, ...), except ``callback``.
+        ``check_every``, ...), except ``callback``. ``time_limit`` bounds the whole call (the split, the
+        solve with its validation errors, the kept metric's certificate): it returns within
+        ``max(1.25 time_limit, time_limit + 2 s)`` (:mod:`metricopt._deadline`).
 
     Returns
     -------
@@ -322,9 +329,6 @@ def fit_with_validation(X, y, k=3, mu=0.5, regularizer=None, *, problem_factory=
         in the fit part, a backend other than ``"jax"``, a ``callback`` option, bad ``patience``
         or ``rule``.
     """
-    from .datasets import validation_split
-    from .problems.lmnn import LMNNProblem
-
     if str(backend).lower() != "jax":
         raise InputError(
             f"fit_with_validation needs backend='jax': early stopping follows the iterates of a first-order solve, "
@@ -336,6 +340,21 @@ def fit_with_validation(X, y, k=3, mu=0.5, regularizer=None, *, problem_factory=
             "metricopt.early_stopping.EarlyStopping.for_problem(...) and call it from your callback, then "
             "EarlyStopping.finish(problem, solution)."
         )
+    time_limit = jax_options.get("time_limit")
+    if time_limit is not None:
+        time_limit = check_real(time_limit, "time_limit", low=0.0, low_open=True)
+    budget = Budget.start(time_limit)
+    with budget.running():
+        return _fit_with_validation(X, y, k, mu, regularizer, problem_factory, validation_fraction, patience, rule,
+                                    random_state, jax_options, budget)
+
+
+def _fit_with_validation(X, y, k, mu, regularizer, problem_factory, validation_fraction, patience, rule,
+                         random_state, jax_options, budget):
+    """:func:`fit_with_validation` within ``budget`` (its deadlines in force)."""
+    from .datasets import validation_split
+    from .problems.lmnn import LMNNProblem
+
     validation_fraction = _check_fraction(validation_fraction)
     patience = check_int(patience, "patience", low=1)
     rule = check_choice(str(rule).lower(), "rule", RULES)
@@ -362,8 +381,11 @@ def fit_with_validation(X, y, k=3, mu=0.5, regularizer=None, *, problem_factory=
     else:
         problem = problem_factory(X[fit_idx], y[fit_idx])
     stopper = EarlyStopping.for_problem(problem, X[val_idx], y[val_idx], patience=patience, rule=rule)
+    if budget.limited:  # the solve gets what the split and the problem left of the limit
+        jax_options = {**jax_options, "time_limit": max(budget.left(), 1e-3)}
     solution = problem.solve(backend="jax", callback=stopper, **jax_options)
-    solution = stopper.finish(problem, solution)
+    with budget.closing():
+        solution = stopper.finish(problem, solution)
     curve = stopper.curve()
     curve.fit_idx, curve.val_idx = fit_idx, val_idx
     return solution, curve

@@ -18,7 +18,11 @@ A model file is a NumPy ``.npz`` archive (an uncompressed zip of ``.npy`` arrays
   kernel with its resolved parameters, e.g. the ``gamma`` chosen from the data), the backend,
   solver, status, objective and solve statistics, the duality-gap certificate (lower
   bound, gap, verdict), the shapes and dtypes of the arrays and the SHA-256 checksum of
-  the array payload.
+  the array payload (``"sha256"``);
+* and (format version 2 on) ``__metricopt_sha256__`` (:data:`CHECKSUM_KEY`): the SHA-256, as 64
+  ASCII hex digits, of every other array *including the metadata's bytes* (for each name in
+  sorted order: the name, dtype, shape and bytes). It lives outside the document it covers, so
+  every byte of the metadata and of the arrays is covered: a single flipped bit anywhere is refused.
 
 Safety
 ------
@@ -26,13 +30,63 @@ Safety
   model file cannot execute code. Only numeric, boolean and (fixed-width) string arrays
   are written; labels of ``object`` dtype are refused at save time.
 * Every read checks the format name, the format version (a file from a newer format is
-  refused with a message to upgrade) and the SHA-256 checksum of the arrays (a mismatch
-  means the file is corrupt). Every failure raises :class:`ModelFileError`, which says
-  which file and what was wrong.
+  refused with a message to upgrade), the SHA-256 of the metadata and arrays, then that of
+  the arrays (a mismatch means the file is corrupt). Every failure raises
+  :class:`ModelFileError`, which says which file and what was wrong. Format version 1 files
+  (whose checksum covers the arrays only) still load, with a :class:`ModelFileWarning`; the
+  consistency checks below are then what stands between an edited metadata and the model.
+* Paths are ``str``, ``bytes`` (decoded by :func:`os.fsdecode`) or ``os.PathLike``; a file
+  object is refused with a message to pass its path.
 * Writes are atomic: the archive is written to a temporary file in the destination
   folder, flushed and ``fsync``-ed, then renamed over the destination with
   :func:`os.replace`. An interrupted or failed save leaves the previous file (if any)
   untouched and removes its temporary file.
+* Writes go to regular files only (:func:`check_destination`): a folder, a device (e.g.
+  ``/dev/full``: a rename over it would replace the device node), a FIFO or a socket is
+  refused; a symbolic link is written through (its target replaced, the link kept) only with
+  ``follow_symlinks=True``.
+
+Consistency
+-----------
+A checksum says that a file is the one written, not that what was written is true: whoever
+edits a file can recompute it. So :func:`load_model` also checks that the stored values fit
+together, and refuses (:class:`ModelFileError`) a file where they do not:
+
+* every metric ``M`` is finite, symmetric (``max|M - M^T| <= 1e-9 ||M||_2``,
+  :data:`SYMMETRY_RTOL`) and PSD (smallest eigenvalue ``>= -1e-7 ||M||_2``,
+  :data:`PSD_RTOL`), and its stored factors (``L``, an estimator's ``components``) satisfy
+  ``M = L^T L`` (within ``1e-6 ||M||_2``, :data:`FACTOR_RTOL`);
+* every certificate has ``lower <= upper`` (finite, or the infeasible ``+inf``/``-inf``), the
+  gap and relative gap of its bounds, a verdict that its relative gap and ``tol`` give, and an
+  upper bound equal to the recorded objective (within ``1e-6 max(1, |objective|)``,
+  :data:`OBJECTIVE_RTOL`; the upper bound is the objective at the PSD-projected metric);
+  status ``"optimal"`` comes only with an optimal certificate (or none, for a Solution);
+* an estimator's hyperparameters are valid (the checks of ``fit``) and those its rebuilt
+  problem uses (``k``, ``mu``, ``C``, ...: after an edit of ``k`` in ``params``,
+  ``get_params()`` would disagree with ``predict``), and the problem description of the file
+  (``n``, ``d``, ``k``, ``n_triplets``, ...) is that of the problem rebuilt from its arrays.
+
+The certificate is **recomputed at load** for estimators: their problem is rebuilt anyway
+(from ``X_train``, ``y_train``, the stored target neighbours, clusters or kernel map and the
+hyperparameters: no neighbour search, no k-means, no solve), and :func:`metricopt.certify` on
+it costs one objective and one dual evaluation (milliseconds for the models in the tests, a few
+seconds for thousands of points; ``load_model(..., recertify=False)`` skips it) -- much less
+than the fit, and the only check a forger cannot get around: a file with another problem's
+metric, an edited ``X_train`` or recomputed numbers gets the certificate its metric really has.
+The recomputed certificate replaces the file's when its upper bound (the objective at the
+metric) is the file's (within ``1e-8``, :data:`REVERIFY_RTOL`), and so does the objective
+(the problem's at the metric: the file's must be the same within ``1e-8``, or the file is
+refused); its
+``details["re-verified at load"]`` says ``"yes: ..."`` (shown by ``certificate.report()``).
+Otherwise -- no certificate, a problem ``certify`` does not accept, a certificate of another
+problem (early-stopped LMNN certifies its fit part), ``recertify=False`` -- the file's
+certificate is kept with ``details["re-verified at load"]`` saying ``"NO: <why>"``, and a status
+``"optimal"`` loads as ``"uncertified"`` (``"stationary"`` for a non-convex problem) with a
+:class:`ModelFileWarning`: a loaded estimator is ``"optimal"`` only when its certificate was
+recomputed at load and is optimal (a recomputed certificate that is not optimal turns
+``"optimal"`` into ``"optimal_inaccurate"``, with a warning). A saved Solution carries no
+problem data: its certificate is checked for consistency only and always marked not
+re-verified. The marker is not saved: saving a loaded model writes the certificate it holds.
 
 Who writes what
 ---------------
@@ -60,7 +114,9 @@ import json
 import math
 import os
 import pathlib
+import stat
 import tempfile
+import warnings
 import zipfile
 from collections.abc import Callable
 from typing import IO, Any, Union
@@ -74,14 +130,17 @@ from .estimators.base import ModelState, ModelStateError
 from .estimators.learners import SavedPasses
 
 __all__ = [
+    "CHECKSUM_KEY",
     "FORMAT",
     "FORMAT_VERSION",
     "METADATA_KEY",
     "ModelFile",
     "ModelFileError",
+    "ModelFileWarning",
     "Preprocessing",
     "SavedPasses",
     "atomic_write",
+    "check_destination",
     "load_model",
     "read_model_file",
     "save_model",
@@ -89,13 +148,32 @@ __all__ = [
 
 #: Name of the format, stored in every file's metadata.
 FORMAT = "metricopt-model"
-#: Version of the format written by this module; files of a higher version are refused.
-FORMAT_VERSION = 1
+#: Version of the format written by this module; files of a higher version are refused. Version 2 adds
+#: :data:`CHECKSUM_KEY` (every byte of the metadata and the arrays covered); version 1 files still load.
+FORMAT_VERSION = 2
 #: Name of the array holding the JSON metadata (UTF-8 bytes as ``uint8``).
 METADATA_KEY = "__metricopt__"
+#: Name of the array holding the SHA-256 (64 ASCII hex digits as ``uint8``) of every other array of the
+#: file, the metadata array included (format version 2 on).
+CHECKSUM_KEY = "__metricopt_sha256__"
 
-#: a file path
-FilePath = Union[str, "os.PathLike[str]"]
+#: ``M`` is symmetric when ``max|M - M^T| <= SYMMETRY_RTOL * ||M||_2``
+SYMMETRY_RTOL = 1e-9
+#: ``M`` is PSD when its smallest eigenvalue is ``>= -PSD_RTOL * ||M||_2``
+PSD_RTOL = 1e-7
+#: a stored ``L`` (or ``components``) fits ``M`` when ``max|M - L^T L| <= FACTOR_RTOL * ||M||_2``
+FACTOR_RTOL = 1e-6
+#: a certificate's upper bound fits the recorded objective when they differ by at most
+#: ``OBJECTIVE_RTOL * max(1, |objective|)`` (the upper bound is the objective at the PSD-projected metric)
+OBJECTIVE_RTOL = 1e-6
+#: a certificate recomputed at load is the file's when the upper bounds differ by at most
+#: ``REVERIFY_RTOL * max(1, |upper|)`` (the same metric on the same problem: rounding only)
+REVERIFY_RTOL = 1e-8
+#: key of ``certificate.details`` that says whether the certificate was recomputed at load
+REVERIFIED_KEY = "re-verified at load"
+
+#: a file path (``bytes`` paths are decoded with :func:`os.fsdecode`)
+FilePath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 
 def _estimator_classes() -> dict[str, type]:
@@ -117,41 +195,146 @@ class ModelFileError(InputError):
     """
 
 
+class ModelFileWarning(UserWarning):
+    """A model file loads, but with less assurance than a current one: an older format whose metadata no
+    checksum covers, or a status ``"optimal"`` that could not be confirmed at load."""
+
+
+def _as_path(path: Any, action: str, error: type[InputError]) -> pathlib.Path:
+    """``path`` (str, bytes or os.PathLike) as a :class:`pathlib.Path`; ``error`` for anything else (a file
+    object, a number, None) with a message naming what was given and what to pass."""
+    if hasattr(path, "read") or hasattr(path, "write"):
+        name = getattr(path, "name", None)
+        named = f" of {name!r}" if isinstance(name, (str, bytes)) else ""
+        raise error(f"{action} needs a file path (str, bytes or os.PathLike); got a file object "
+                    f"({type(path).__name__}{named}). Pass the path of the file instead: model files are checked "
+                    "as files on disk and written atomically (a temporary file renamed over the destination), "
+                    "which an open file object does not allow.")
+    try:
+        raw = os.fspath(path)
+    except TypeError:
+        raise error(f"{action} needs a file path (str, bytes or os.PathLike); got {type(path).__name__}.") from None
+    if isinstance(raw, bytes):
+        raw = os.fsdecode(raw)
+    if raw == "" or "\0" in raw:
+        raise error(f"{action} needs a file path; got {'an empty path' if raw == '' else 'a path with a NUL byte'} "
+                    f"({path!r}).")
+    return pathlib.Path(raw)
+
+
+_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+
+
+def _file_kind(mode: int) -> str:
+    """What a non-regular file is, in words (``"a character device"``, ...)."""
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    for test, words in _KINDS:
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
+def check_destination(path: FilePath, follow_symlinks: bool = False) -> pathlib.Path:
+    """The file a write to ``path`` may replace, or :class:`~metricopt.errors.InputError`.
+
+    Files are written only as regular files: ``path`` must not exist or be a regular file. A folder,
+    a device (e.g. ``/dev/full``), a FIFO or a socket is refused (renaming a file over it would replace
+    it); a symbolic link is refused unless ``follow_symlinks`` is true, when its final target (which
+    must itself be a regular file or not exist) is returned.
+
+    Parameters
+    ----------
+    path : str, bytes or os.PathLike
+    follow_symlinks : bool, default False
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``, or the link's resolved target.
+
+    Raises
+    ------
+    metricopt.errors.InputError
+        Naming the path and what it is.
+    """
+    path = _as_path(path, "writing a file", InputError)
+    name = str(path)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return path
+    except OSError as exc:
+        raise InputError(f"cannot write {name!r}: {exc.strerror or exc}.") from None
+    if stat.S_ISLNK(mode):
+        target = os.readlink(path)
+        if not follow_symlinks:
+            raise InputError(f"cannot write {name!r}: it is a symbolic link (to {target!r}); metricopt writes through "
+                             "a link only on request: pass follow_symlinks=True to replace the link's target, or give "
+                             "the target's path (or another file name).")
+        real = pathlib.Path(os.path.realpath(path))
+        try:
+            mode = os.lstat(real).st_mode
+        except FileNotFoundError:
+            return real
+        except OSError as exc:
+            raise InputError(f"cannot write {name!r} (a link to {str(real)!r}): {exc.strerror or exc}.") from None
+        if stat.S_ISREG(mode):
+            return real
+        raise InputError(f"cannot write {name!r}: it is a symbolic link to {str(real)!r}, which is "
+                         f"{_file_kind(mode)}, not a regular file; metricopt writes only regular files. Give the path "
+                         "of a regular file.")
+    if stat.S_ISDIR(mode):
+        raise InputError(f"cannot write {name!r}: it is a folder; give a file name.")
+    if not stat.S_ISREG(mode):
+        raise InputError(f"cannot write {name!r}: it is {_file_kind(mode)}, not a regular file; metricopt writes only "
+                         "regular files (saving would replace it). Give the path of a regular file.")
+    return path
+
+
 # --------------------------------------------------------------------------- atomic writes
 
 
-def atomic_write(path: FilePath, write: Callable[[IO[bytes]], Any]) -> pathlib.Path:
+def atomic_write(path: FilePath, write: Callable[[IO[bytes]], Any], *, follow_symlinks: bool = False) -> pathlib.Path:
     """Write a file atomically: ``write(fh)`` into a temporary file, then rename it to ``path``.
 
     The temporary file lives in the destination folder (so that the rename is atomic on
     POSIX and Windows), is flushed and ``fsync``-ed before :func:`os.replace` moves it over
     ``path``. If ``write`` raises (or the process is interrupted by an exception such as
     ``KeyboardInterrupt``), the temporary file is removed and ``path`` keeps its previous
-    content.
+    content. Only regular files are written (see :func:`check_destination`, checked before
+    writing and again just before the rename): a folder, a device, a FIFO or a socket at
+    ``path`` is refused, a symbolic link too unless ``follow_symlinks`` is true (its target is
+    then replaced, and the link kept).
 
     Parameters
     ----------
-    path : str or os.PathLike
+    path : str, bytes or os.PathLike
         Destination file; its folder must exist.
     write : callable
         Called with a binary file object opened for writing.
+    follow_symlinks : bool, default False
+        Whether a symbolic link at ``path`` may be written through (its target replaced).
 
     Returns
     -------
     pathlib.Path
-        The destination.
+        The destination as given (``path``, even when a link's target was written).
 
     Raises
     ------
     InputError
-        If the destination folder does not exist or ``path`` is a folder.
+        If the destination folder does not exist, or ``path`` is a folder, a device, a FIFO,
+        a socket, or a symbolic link without ``follow_symlinks=True``.
     """
-    path = pathlib.Path(os.fspath(path))
+    given = _as_path(path, "writing a file", InputError)
+    path = check_destination(given, follow_symlinks)
     folder = path.parent if str(path.parent) else pathlib.Path(".")
     if not folder.is_dir():
         raise InputError(f"cannot write {str(path)!r}: the folder {str(folder)!r} does not exist; create it first.")
-    if path.is_dir():
-        raise InputError(f"cannot write {str(path)!r}: it is a folder; give a file name.")
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -161,6 +344,8 @@ def atomic_write(path: FilePath, write: Callable[[IO[bytes]], Any]) -> pathlib.P
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file ordinary permissions
+        if check_destination(path, False) != path:  # replaced by a link meanwhile: refuse as above
+            raise InputError(f"cannot write {str(path)!r}: it became a symbolic link while the file was written.")
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -171,14 +356,14 @@ def atomic_write(path: FilePath, write: Callable[[IO[bytes]], Any]) -> pathlib.P
     try:  # make the rename itself durable (POSIX; not possible everywhere)
         dfd = os.open(folder, os.O_RDONLY)
     except OSError:
-        return path
+        return given
     try:
         os.fsync(dfd)
     except OSError:
         pass
     finally:
         os.close(dfd)
-    return path
+    return given
 
 
 # --------------------------------------------------------------------------- preprocessing
@@ -342,7 +527,7 @@ def _certificate_meta(cert):
     return {
         "upper": float(cert.upper), "lower": float(cert.lower), "gap": cert.gap, "rel_gap": cert.rel_gap,
         "verdict": cert.verdict, "tol": float(cert.tol), "problem": cert.problem,
-        "details": _jsonable(cert.details),
+        "details": _jsonable({k: v for k, v in cert.details.items() if k != REVERIFIED_KEY}),  # says how it was loaded
     }
 
 
@@ -434,7 +619,7 @@ def _solution_prefix(key):
 
 
 def save_model(path: FilePath, model: Any, *, problem: Any = None, preprocessing: Preprocessing | None = None,
-               info: dict[str, Any] | None = None) -> pathlib.Path:
+               info: dict[str, Any] | None = None, follow_symlinks: bool = False) -> pathlib.Path:
     """Save a fitted estimator (or a Solution) to one ``.npz`` model file, atomically.
 
     The file format and its safety properties are described in :mod:`metricopt.io`. The
@@ -451,8 +636,11 @@ def save_model(path: FilePath, model: Any, *, problem: Any = None, preprocessing
 
     Parameters
     ----------
-    path : str or os.PathLike
-        Destination, written exactly as given (``.npz`` is recommended but not appended).
+    path : str, bytes or os.PathLike
+        Destination, written exactly as given (``.npz`` is recommended but not appended): a new
+        file or a regular file, which is replaced. A folder, a device, a FIFO or a socket is
+        refused, a symbolic link too unless ``follow_symlinks=True``. A file object is refused
+        (pass its path).
     model : fitted LMNN, MMC, POLA, MultiMetricLMNN or KernelLMNN, or a metricopt.Solution
         An estimator is stored with everything prediction needs (training data, labels,
         target neighbours, classes, cluster codes, kernel map) and loads back as a fitted
@@ -466,6 +654,9 @@ def save_model(path: FilePath, model: Any, *, problem: Any = None, preprocessing
     info : dict, optional
         Extra JSON-serialisable information (e.g. the data set and split), stored under
         ``metadata["info"]``.
+    follow_symlinks : bool, default False
+        Whether a symbolic link at ``path`` may be written through: its target is replaced and
+        the link kept. By default a link is refused.
 
     Returns
     -------
@@ -476,11 +667,14 @@ def save_model(path: FilePath, model: Any, *, problem: Any = None, preprocessing
     ------
     metricopt.errors.InputError
         For an unfitted estimator, an unsupported object, a solution without a metric,
-        labels of object dtype, a regularizer term whose ``config()`` is None, or a
-        destination folder that does not exist.
+        labels of object dtype, a regularizer term whose ``config()`` is None, a
+        destination folder that does not exist, or a destination that is not a regular
+        file (see :func:`check_destination`).
     """
     from ._version import __version__
 
+    target = _as_path(path, "save_model", InputError)
+    check_destination(target, follow_symlinks)  # before the work of collecting the model
     meta, arrays = _collect(model, problem)
     if preprocessing is not None:
         if not isinstance(preprocessing, Preprocessing):
@@ -502,19 +696,26 @@ def save_model(path: FilePath, model: Any, *, problem: Any = None, preprocessing
     meta["sha256"] = _payload_sha256(arrays)
     blob = json.dumps(meta, sort_keys=True, allow_nan=True).encode("utf-8")
     payload = {**arrays, METADATA_KEY: np.frombuffer(blob, dtype=np.uint8)}
-    return atomic_write(path, lambda fh: np.savez(fh, **payload))
+    payload[CHECKSUM_KEY] = np.frombuffer(_payload_sha256(payload).encode("ascii"), dtype=np.uint8)
+    return atomic_write(target, lambda fh: np.savez(fh, **payload), follow_symlinks=follow_symlinks)
 
 
 # --------------------------------------------------------------------------- read
 
 
 class ModelFile:
-    """A verified model file: ``metadata`` (dict from the JSON) and ``arrays`` (name -> ndarray)."""
+    """A verified model file: ``metadata`` (dict from the JSON) and ``arrays`` (name -> ndarray).
 
-    def __init__(self, path: pathlib.Path, metadata: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    ``metadata_checksummed`` says whether a checksum covered the metadata (format version 2 on) or
+    only the arrays (version 1).
+    """
+
+    def __init__(self, path: pathlib.Path, metadata: dict[str, Any], arrays: dict[str, np.ndarray],
+                 metadata_checksummed: bool = True) -> None:
         self.path = path
         self.metadata = metadata
         self.arrays = arrays
+        self.metadata_checksummed = metadata_checksummed
 
     def __repr__(self):
         m = self.metadata
@@ -524,14 +725,18 @@ class ModelFile:
 def read_model_file(path: FilePath) -> ModelFile:
     """Read and verify a model file without building the model.
 
-    Checks, in order: the file exists; it is a zip (``.npz``) archive; it holds the
-    metricopt metadata; the metadata is valid JSON naming this format; its format version
-    is not newer than :data:`FORMAT_VERSION`; every array loads without pickle; the
-    SHA-256 of the arrays matches the one recorded.
+    Checks, in order: the path is a path (not a file object); the file exists and is a
+    regular file; it is a zip (``.npz``) archive; every member is a plain ``.npy`` array;
+    it holds the metricopt metadata; the SHA-256 recorded in :data:`CHECKSUM_KEY` matches
+    every other array, the metadata's bytes included; the metadata is valid JSON naming this
+    format; its format version is not newer than :data:`FORMAT_VERSION`; the SHA-256 of the
+    arrays matches the one the metadata records. A version 1 file (no :data:`CHECKSUM_KEY`:
+    its metadata is covered by no checksum) loads with a :class:`ModelFileWarning`; a version
+    2 file without it is refused.
 
     Parameters
     ----------
-    path : str or os.PathLike
+    path : str, bytes or os.PathLike
 
     Returns
     -------
@@ -542,13 +747,15 @@ def read_model_file(path: FilePath) -> ModelFile:
     ModelFileError
         With a message naming the file and the failed check.
     """
-    path = pathlib.Path(os.fspath(path))
+    path = _as_path(path, "read_model_file", ModelFileError)
     name = str(path)
     if not path.exists():
         raise ModelFileError(f"model file {name!r} does not exist; check the path (models are written by "
                              "metricopt.io.save_model or `metricopt fit --out`).")
     if not path.is_file():
-        raise ModelFileError(f"model file {name!r} is not a file; give the path of a .npz model file.")
+        kind = _file_kind(os.stat(path).st_mode)
+        what = "not a file" if kind == "a folder" else f"not a regular file ({kind})"
+        raise ModelFileError(f"model file {name!r} is {what}; give the path of a .npz model file.")
     if not zipfile.is_zipfile(path):
         raise ModelFileError(f"{name!r} is not a metricopt model file: it is not an .npz (zip) archive, "
                              "or it is truncated.")
@@ -574,6 +781,14 @@ def read_model_file(path: FilePath) -> ModelFile:
     except Exception as exc:  # noqa: BLE001 - zipfile and numpy raise many types (BadZipFile, RuntimeError for an
         # "encrypted" flag, NotImplementedError for a compression method, MemoryError, ...): all mean a damaged file
         raise ModelFileError(f"{corrupt}: its archive cannot be read ({type(exc).__name__}: {exc}).") from None
+    recorded = arrays.pop(CHECKSUM_KEY, None)
+    if recorded is not None:  # before anything of the metadata is trusted, even its JSON syntax
+        got = _payload_sha256(arrays)
+        ok = recorded.dtype == np.uint8 and recorded.shape == (64,)
+        expected = recorded.tobytes().decode("ascii", "replace") if ok else f"<{recorded.dtype} {recorded.shape}>"
+        if got != expected:
+            raise ModelFileError(f"{corrupt}: the SHA-256 of its metadata and arrays is {got}, but the file records "
+                                 f"{expected}; the file was damaged or edited. Fit and save the model again.")
     raw = arrays.pop(METADATA_KEY)
     try:
         if raw.dtype != np.uint8 or raw.ndim != 1:
@@ -597,12 +812,20 @@ def read_model_file(path: FilePath) -> ModelFile:
             f"{meta.get('metricopt_version', '?')}), newer than this metricopt {__version__} reads "
             f"(format version {FORMAT_VERSION}); upgrade metricopt to load it."
         )
+    if recorded is None and version >= 2:
+        raise ModelFileError(f"{corrupt}: it has format version {version} but no checksum array {CHECKSUM_KEY!r}; "
+                             "the file was edited or damaged. Fit and save the model again.")
     expected = meta.get("sha256")
     got = _payload_sha256(arrays)
     if got != expected:
         raise ModelFileError(f"{corrupt}: the SHA-256 of its arrays is {got}, but the file records {expected}; "
                              "the file was damaged or edited. Fit and save the model again.")
-    return ModelFile(path, meta, arrays)
+    if recorded is None:
+        warnings.warn(f"model file {name!r} has format version {version}: a checksum covers its arrays but not its "
+                      "metadata, so its values were checked for consistency on load (and an estimator's certificate "
+                      "recomputed) instead; save it again to upgrade it to format version "
+                      f"{FORMAT_VERSION}.", ModelFileWarning, stacklevel=2)
+    return ModelFile(path, meta, arrays, metadata_checksummed=recorded is not None)
 
 
 #: largest ratio of uncompressed to compressed size a zip member may claim (DEFLATE gives at most ~1032)
@@ -647,13 +870,80 @@ def _need(mf, *keys):
                              "the model again.")
 
 
-def _certificate_from_meta(meta):
+def _corrupt(mf, what):
+    """The :class:`ModelFileError` of a file whose stored values do not fit together."""
+    return ModelFileError(f"model file {str(mf.path)!r} is corrupt: {what}; the file was edited or damaged. Fit and "
+                          "save the model again.")
+
+
+def _real(value):
+    """``value`` as a float when it is a JSON number (not a bool), else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _certificate_from_meta(meta, mf, where="certificate"):
+    """The Certificate a file records, after checking that its numbers fit together: ``lower <= upper``
+    (both finite, or the infeasible ``+inf``/``-inf``), the recorded gap and relative gap those of the
+    bounds, ``tol`` finite and non-negative, the verdict the one the bounds give at ``tol``."""
     if meta is None:
         return None
-    from .certify.certificate import Certificate
+    from .certify.certificate import Certificate, Verdict
 
-    return Certificate(upper=meta["upper"], lower=meta["lower"], verdict=meta["verdict"], tol=meta["tol"],
-                       problem=meta["problem"], details=dict(meta.get("details") or {}))
+    if not isinstance(meta, dict):
+        raise _corrupt(mf, f"its {where} is {type(meta).__name__}, not a JSON object")
+    # a missing key (KeyError) or an unknown verdict (ValueError) is reported by load_model as metadata that does
+    # not describe a model, naming the exception
+    upper, lower, tol = _real(meta["upper"]), _real(meta["lower"]), _real(meta["tol"])
+    verdict = Verdict(meta["verdict"])
+    if upper is None or lower is None or tol is None:
+        raise _corrupt(mf, f"its {where} has a bound or tol that is not a number (upper {meta['upper']!r}, lower "
+                           f"{meta['lower']!r}, tol {meta['tol']!r})")
+    if not (math.isfinite(tol) and tol >= 0):
+        raise _corrupt(mf, f"its {where}'s tol {tol!r} is not a finite number >= 0")
+    if verdict is Verdict.INFEASIBLE:
+        if not (upper == math.inf and lower == -math.inf):
+            raise _corrupt(mf, f"its {where} says 'infeasible' with finite bounds (upper {upper!r}, lower {lower!r})")
+    elif not (math.isfinite(upper) and math.isfinite(lower)):
+        raise _corrupt(mf, f"its {where} has a bound that is not a finite number (upper {upper!r}, lower {lower!r})")
+    elif lower > upper:
+        raise _corrupt(mf, f"its {where}'s lower bound {lower!r} exceeds its upper bound {upper!r}")
+    details = meta.get("details") or {}
+    if not isinstance(details, dict):
+        raise _corrupt(mf, f"its {where}'s details are {type(details).__name__}, not a JSON object")
+    cert = Certificate(upper=upper, lower=lower, verdict=verdict, tol=tol, problem=meta.get("problem"),
+                       details=dict(details))
+    for field in ("gap", "rel_gap"):
+        value, stored = getattr(cert, field), meta.get(field)
+        if field in meta and not (_real(stored) is not None and (stored == value or (math.isnan(value)
+                                                                                    and math.isnan(stored)))):
+            raise _corrupt(mf, f"its {where} records {field} {stored!r}, but its bounds give {value!r}")
+    if verdict is not Verdict.INFEASIBLE and (verdict is Verdict.OPTIMAL) != (cert.rel_gap <= tol):
+        raise _corrupt(mf, f"its {where} says {verdict.value!r}, but its relative gap {cert.rel_gap:.3e} is "
+                           f"{'<=' if cert.rel_gap <= tol else '>'} its tol {tol:.1e}")
+    return cert
+
+
+def _check_metric(mf, prefix=""):
+    """``M`` symmetric and PSD (within :data:`SYMMETRY_RTOL` and :data:`PSD_RTOL` of ``||M||_2``), and
+    ``M = L^T L`` (within :data:`FACTOR_RTOL`) for the stored ``L``."""
+    M, L = mf.arrays[prefix + "M"], mf.arrays[prefix + "L"]
+    if M.shape[0] != M.shape[1]:
+        raise _corrupt(mf, f"array {prefix}M has shape {M.shape}, not that of a square matrix")
+    w = np.linalg.eigvalsh((M + M.T) / 2) if M.size else np.zeros(1)
+    norm = float(np.abs(w).max())
+    asym = float(np.abs(M - M.T).max()) if M.size else 0.0
+    if asym > SYMMETRY_RTOL * norm:
+        raise _corrupt(mf, f"its metric {prefix}M is not symmetric: max|M - M^T| = {asym:.3e} exceeds "
+                           f"{SYMMETRY_RTOL:g} x ||M||_2 = {SYMMETRY_RTOL * norm:.3e}")
+    if w.min() < -PSD_RTOL * norm:
+        raise _corrupt(mf, f"its metric {prefix}M is not positive semidefinite: its smallest eigenvalue {w.min():.6g} "
+                           f"is below -{PSD_RTOL:g} x ||M||_2 = {-PSD_RTOL * norm:.3e}")
+    off = float(np.abs(M - L.T @ L).max()) if M.size else 0.0
+    if off > FACTOR_RTOL * norm:
+        raise _corrupt(mf, f"its {prefix}L does not factor its metric {prefix}M: max|M - L^T L| = {off:.3e} exceeds "
+                           f"{FACTOR_RTOL:g} x ||M||_2 = {FACTOR_RTOL * norm:.3e}")
 
 
 def _solution_from_file(mf, key="solution", prefix=""):
@@ -674,23 +964,42 @@ def _solution_from_file(mf, key="solution", prefix=""):
                                  f"{'number' if name.endswith('b') else 'matrix'}; got dtype {a.dtype}, shape {a.shape}"
                                  f"{'' if a.dtype.kind != 'f' or np.all(np.isfinite(a)) else ' with NaN or inf'}. The "
                                  "file was edited or damaged; fit and save the model again.")
+    _check_metric(mf, prefix)
     sm = mf.metadata[key]
     codes = {s.code: s for s in Status}
     if sm.get("status") not in codes:
         raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: unknown status {sm.get('status')!r}.")
+    status = codes[sm["status"]]
     variables = dict(sm.get("variables") or {})
     if prefix + "b" in mf.arrays:
         variables["b"] = float(mf.arrays[prefix + "b"])
     obj = sm.get("objective")
+    if isinstance(obj, str):
+        float(obj)  # not a number at all: ValueError, reported by load_model with the rest of the metadata's errors
+    if obj is not None and (_real(obj) is None or not math.isfinite(obj)):
+        raise _corrupt(mf, f"its {key}'s objective {obj!r} is not a finite number")
+    cert = _certificate_from_meta(sm.get("certificate"), mf, f"{key}'s certificate")
+    if cert is not None and obj is not None and math.isfinite(cert.upper):
+        if abs(cert.upper - obj) > OBJECTIVE_RTOL * max(1.0, abs(obj)):
+            raise _corrupt(mf, f"its {key}'s certificate has the upper bound {cert.upper!r}, but the objective it "
+                               f"records is {obj!r} (they may differ by {OBJECTIVE_RTOL:g} x max(1, |objective|))")
+    if status is Status.OPTIMAL and cert is not None and not cert.is_optimal:
+        raise _corrupt(mf, f"its {key} has status 'optimal', but its certificate says {cert.verdict.value!r} "
+                           f"(relative gap {cert.rel_gap:.3e}, tol {cert.tol:.1e})")
+    if cert is not None:
+        cert.details[REVERIFIED_KEY] = "NO: the bounds are the file's own numbers (checked only for consistency)"
     return Solution(M=mf.arrays[prefix + "M"], L=mf.arrays[prefix + "L"],
-                    objective=float("nan") if obj is None else float(obj), status=codes[sm["status"]],
+                    objective=float("nan") if obj is None else float(obj), status=status,
                     backend=sm.get("backend"), solver=sm.get("solver"),
                     stats=dict(sm.get("stats") or {}), variables=variables, message=sm.get("message") or "",
-                    certificate=_certificate_from_meta(sm.get("certificate")))
+                    certificate=cert)
 
 
-def _estimator_from_file(mf):
-    """The fitted estimator of an estimator file: the class named in the file restores its own state."""
+def _estimator_from_file(mf, recertify=True):
+    """The fitted estimator of an estimator file: the class named in the file restores its own state; then
+    its hyperparameters, problem and certificate are checked against what the restored state uses."""
+    from .estimators._params import validate_parameters
+
     meta = mf.metadata
     classes = _estimator_classes()
     name = meta.get("estimator")
@@ -707,29 +1016,194 @@ def _estimator_from_file(mf):
                  for key in est._model_solutions if meta.get(key) is not None}
     if "solution" not in solutions:
         raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: it holds no solution.")
-    state = ModelState(meta, dict(mf.arrays), solutions=solutions, certificate=_estimator_certificate(meta, solutions))
+    state = ModelState(meta, dict(mf.arrays), solutions=solutions,
+                       certificate=_shared_certificate(mf, meta, solutions))
     try:
         est._restore_model_state(state)
+        validate_parameters(est)
+        est._check_param_combination()
     except ModelStateError as exc:
         raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: {exc}") from None
     except (InputError, TypeError, KeyError) as exc:
         raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: its {name} cannot be rebuilt ({exc}).") from None
+    _check_fitted_state(mf, est)
+    _reverify(mf, est, recertify)
     return est
 
 
-def _estimator_certificate(meta, solutions):
-    """The estimator's certificate: the solution's own object when the file records the same one."""
-    if meta.get("certificate") == meta["solution"].get("certificate"):
-        return solutions["solution"].certificate
-    return _certificate_from_meta(meta.get("certificate"))
+def _shared_certificate(mf, meta, solutions):
+    """The file's certificate: the solution's own (every writer records the same one under both keys)."""
+    _certificate_from_meta(meta.get("certificate"), mf)  # its own errors first
+    if meta.get("certificate") != meta["solution"].get("certificate"):
+        raise _corrupt(mf, "its certificate and its solution's certificate differ (save_model records the same one)")
+    return solutions["solution"].certificate
 
 
-def load_model(path: FilePath) -> Any:
+#: hyperparameters a fitted problem holds under the same name (compared when both are set)
+_PROBLEM_PARAMS = ("k", "mu", "C", "lam", "diagonal", "n_clusters", "kernel")
+
+
+def _same_value(a, b):
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(np.asarray(a), np.asarray(b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_value(a[k], b[k]) for k in a)
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - incomparable values are different values
+        return False
+
+
+def _check_fitted_state(mf, est):
+    """The hyperparameters the file records (``params``, ``problem``, ``method``) must be those the restored
+    state uses: ``get_params()`` may not say one thing while ``predict`` uses another."""
+    problem = est.problem_
+    comp, M = getattr(est, "components_", None), est.solution_.M
+    if isinstance(comp, np.ndarray) and comp.ndim == 2 and comp.shape[1] == M.shape[0]:
+        norm = float(np.abs(np.linalg.eigvalsh((M + M.T) / 2)).max())
+        off = float(np.abs(M - comp.T @ comp).max())
+        if off > FACTOR_RTOL * norm:
+            raise _corrupt(mf, f"its components do not factor its metric M: max|M - components^T components| = "
+                               f"{off:.3e} exceeds {FACTOR_RTOL:g} x ||M||_2 = {FACTOR_RTOL * norm:.3e}")
+    params = est.get_params(deep=False)
+    for pname in _PROBLEM_PARAMS:
+        value = params.get(pname)
+        if value is None or not hasattr(problem, pname) or isinstance(getattr(problem, pname), (dict, list)):
+            continue
+        used = getattr(problem, pname)
+        if not _same_value(value, used):
+            raise _corrupt(mf, f"its hyperparameter {pname}={value!r} differs from the {pname}={used!r} of the fitted "
+                               f"{type(problem).__name__} (its stored state), which predictions use")
+    kernel_params = params.get("kernel_params")
+    if isinstance(kernel_params, dict) and isinstance(getattr(problem, "kernel_params", None), dict):
+        for pname, value in kernel_params.items():
+            if not _same_value(problem.kernel_params.get(pname), value):
+                raise _corrupt(mf, f"its hyperparameter kernel_params[{pname!r}]={value!r} differs from the fitted "
+                                   f"problem's {problem.kernel_params.get(pname)!r}, which predictions use")
+    described = mf.metadata.get("problem")
+    if isinstance(described, dict) and described.get("class") == type(problem).__name__:
+        rebuilt = _problem_meta(problem)
+        declarative = bool(getattr(problem, "terms", None))  # not a termless ClosedForm (whose method, in a local
+        # metrics model, names what fit computed: its description is informative only)
+        for pname in sorted(set(described) | set(rebuilt)):
+            if (declarative or pname not in ("method", "reference")) and not _same_value(described.get(pname),
+                                                                                         rebuilt.get(pname)):
+                raise _corrupt(mf, f"its problem description records {pname}={described.get(pname)!r}, but the "
+                                   f"problem rebuilt from its stored data has {pname}={rebuilt.get(pname)!r}")
+        if declarative and mf.metadata.get("method") != problem.method:
+            raise _corrupt(mf, f"it records the method {mf.metadata.get('method')!r}, but its problem is "
+                               f"{problem.method!r}")
+
+
+def _certification_problem(est):
+    """The convex problem the estimator's certificate refers to, as fit built it from the stored data, or
+    ``None`` (not a certifiable problem)."""
+    def convex(problem):
+        return hasattr(problem, "terms") and getattr(problem, "is_convex", False) is True
+
+    problem = est.problem_
+    if convex(problem):
+        return problem
+    try:  # a stand-in (local metrics keep a ClosedForm): the problem fit solves, from the same data
+        problem = est._make_problem(problem.X, problem.y)
+    except Exception:  # noqa: BLE001 - no problem to re-verify against
+        return None
+    return problem if convex(problem) else None
+
+
+def _recompute(problem, sol, stored):
+    """``(certificate, why)``: the certificate of ``sol`` recomputed on ``problem`` at the tol of ``stored``, marked
+    re-verified, when its upper bound is the stored one; else ``(None, why not)``."""
+    from .certify import certify
+
+    try:
+        fresh = certify(problem, sol, tol=stored.tol)
+    except Exception as exc:  # noqa: BLE001 - whatever the certifier refuses is simply not re-verified
+        return None, f"metricopt.certify refused it ({type(exc).__name__}: {exc})"
+    if math.isfinite(fresh.upper) != math.isfinite(stored.upper) or (
+            math.isfinite(stored.upper)
+            and abs(fresh.upper - stored.upper) > REVERIFY_RTOL * max(1.0, abs(stored.upper))):
+        return None, (f"its upper bound {stored.upper!r} is not the objective {fresh.upper!r} of the problem rebuilt "
+                      "from the file's data at its metric: it certifies another problem")
+    fresh.details[REVERIFIED_KEY] = "yes: recomputed by metricopt.certify on the problem rebuilt from the file's data"
+    return fresh, None
+
+
+def _reverify(mf, est, recertify):
+    """Recompute the certificate of the estimator's solution on its rebuilt problem (see the module docstring)."""
+    from .solution import Status
+
+    sol = est.solution_
+    stored = sol.certificate
+    problem = _certification_problem(est) if recertify and stored is not None else None
+    fresh = None
+    if stored is None:
+        why = "the file holds no certificate"
+    elif not recertify:
+        why = "load_model(..., recertify=False)"
+    elif problem is None:
+        why = f"{type(est.problem_).__name__} is not a convex problem metricopt.certify accepts"
+    else:
+        fresh, why = _recompute(problem, sol, stored)
+    if fresh is not None:
+        sol.certificate = fresh
+        if est.certificate_ is stored:
+            est.certificate_ = fresh
+        _recompute_objective(mf, problem, sol)
+    elif stored is not None:
+        stored.details[REVERIFIED_KEY] = f"NO: {why}; the bounds are the file's own numbers"
+    if sol.status is not Status.OPTIMAL:
+        return
+    if fresh is None:
+        convex = getattr(problem or _certification_problem(est) or est.problem_, "is_convex", False)
+        _demote(mf, est, Status.UNCERTIFIED if convex else Status.STATIONARY,
+                f"status 'optimal' could not be re-verified at load ({why})")
+    elif not fresh.is_optimal:
+        _demote(mf, est, Status.OPTIMAL_INACCURATE, f"the certificate recomputed at load says {fresh.verdict.value!r} "
+                                                    f"(relative gap {fresh.rel_gap:.3e}, tol {fresh.tol:.1e})")
+
+
+def _recompute_objective(mf, problem, sol):
+    """The objective of a re-verified solution: its problem's at its metric, which the file's must be (within
+    :data:`REVERIFY_RTOL`; the same arithmetic gives the same number, a last digit may differ)."""
+    try:
+        value = float(problem.objective(sol.M, **sol.variables))
+    except Exception:  # noqa: BLE001 - a problem without an objective at M keeps the file's
+        return
+    stored = sol.objective
+    if not math.isfinite(value) or not (abs(value - stored) <= REVERIFY_RTOL * max(1.0, abs(value))):
+        raise _corrupt(mf, f"the objective it records, {stored!r}, is not its problem's objective {value!r} at its "
+                           "metric")
+    sol.objective = value
+
+
+def _demote(mf, est, status, why):
+    sol = est.solution_
+    sol.status = status
+    sol.message = f"{status.message} (loaded from {str(mf.path)!r}: the file said 'optimal', but {why})"
+    warnings.warn(f"model file {str(mf.path)!r} records status 'optimal', but {why}; it loads with status "
+                  f"{status.code!r}.", ModelFileWarning, stacklevel=3)
+
+
+def load_model(path: FilePath, *, recertify: bool = True) -> Any:
     """Load a model file written by :func:`save_model`.
+
+    Besides the checks of :func:`read_model_file`, the stored values must fit together (see
+    the module docstring, "Consistency"): the metric symmetric and PSD, ``M = L^T L``, each
+    certificate's numbers consistent with each other and with the recorded objective, status
+    ``"optimal"`` only with an optimal certificate, an estimator's hyperparameters those of its
+    rebuilt problem. An estimator's certificate is recomputed on the rebuilt problem (unless
+    ``recertify=False``); its ``details["re-verified at load"]`` says whether it was.
 
     Parameters
     ----------
-    path : str or os.PathLike
+    path : str, bytes or os.PathLike
+        The file (a file object is refused: pass its path).
+    recertify : bool, default True
+        Recompute an estimator's certificate with :func:`metricopt.certify` (one objective and
+        one dual evaluation over the stored training data: milliseconds for small models,
+        seconds for thousands of points). With ``False`` the file's certificate is kept,
+        marked not re-verified, and a status ``"optimal"`` loads as ``"uncertified"``.
 
     Returns
     -------
@@ -752,15 +1226,24 @@ def load_model(path: FilePath) -> Any:
     ------
     ModelFileError
         For a missing file, a file that is not a metricopt model, a newer format
-        version, or a corrupt file (checksum mismatch, undecodable content).
+        version, or a corrupt file (checksum mismatch, undecodable content, values that do
+        not fit together).
+
+    Warns
+    -----
+    ModelFileWarning
+        For a format version 1 file (its metadata covered by no checksum), and when a status
+        ``"optimal"`` is not confirmed by the recomputed certificate (it loads as
+        ``"optimal_inaccurate"``, or ``"uncertified"`` when it could not be recomputed).
     """
-    mf = read_model_file(path)
+    mf = read_model_file(_as_path(path, "load_model", ModelFileError))
     kind = mf.metadata.get("kind")
     try:
         if kind == "estimator":
-            obj = _estimator_from_file(mf)
+            obj = _estimator_from_file(mf, recertify=recertify)
         elif kind == "solution":
             obj = _solution_from_file(mf)
+            _shared_certificate(mf, mf.metadata, {"solution": obj})
         else:
             raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: unknown kind {kind!r}.")
         pre_meta = mf.metadata.get("preprocessing")

@@ -29,6 +29,7 @@ import time
 
 import numpy as np
 
+from ._deadline import Budget
 from ._validation import check_choice, check_int, check_real
 from .certify.policy import decide_status
 from .errors import InputError
@@ -116,30 +117,46 @@ def cccp(problem, init="identity", max_iter=50, tol=1e-6, step_tol=1e-7, solver=
     solver : {"SCS", "CLARABEL"}, optional
         The exact backend's conic solver (default Clarabel).
     time_limit : float, optional
-        Seconds after which no new step starts.
+        Wall-clock seconds for the whole call: no step starts after them, each step's solve gets the
+        seconds left as its own ``time_limit``, and the call returns within ``max(1.25 time_limit,
+        time_limit + 2 s)`` (:mod:`metricopt._deadline`) with status ``time_limit`` when the time ran out
+        (a step cut by it is not taken: the previous ``M`` is kept).
 
     Returns
     -------
     Solution
         Status ``stationary`` (a fixed point of the correct sets, or a relative decrease below ``tol``),
-        ``iteration_limit``, or the status of a step that could not be certified (its message says which);
+        ``iteration_limit``, ``time_limit``, or the status of a step that could not be certified (its message
+        says which);
         ``stats["history"]`` lists each step's objective, certified gap, working-set size and time.
     """
     max_iter = check_int(max_iter, "max_iter", low=1)
     tol = check_real(tol, "tol", low=0.0)
-    t0 = time.perf_counter()
+    if time_limit is not None:
+        time_limit = check_real(time_limit, "time_limit", low=0.0, low_open=True)
+    budget = Budget.start(time_limit)
+    with budget.running():
+        return _cccp(problem, init, max_iter, tol, step_tol, solver, time_limit, verbose, budget)
+
+
+def _cccp(problem, init, max_iter, tol, step_tol, solver, time_limit, verbose, budget):
+    """The loop of :func:`cccp` within ``budget`` (its deadlines in force)."""
+    t0 = budget.t0
+    limit_text = "the enclosing deadline" if time_limit is None else f"time limit {time_limit:g}s"
     M = initial_metric(problem, init)
     f = problem.objective(M)
     history = [{"step": 0, "objective": f, "time": 0.0}]
     status, message = Status.ITERATION_LIMIT, f"stopped after {max_iter} convex steps"
     for it in range(1, max_iter + 1):
-        if time_limit is not None and time.perf_counter() - t0 >= time_limit:
-            status, message = Status.ITERATION_LIMIT, f"time limit {time_limit:g}s reached after {it - 1} steps"
+        if budget.expired():
+            status, message = Status.TIME_LIMIT, f"{limit_text} reached after {it - 1} steps"
             break
         step = problem.step(M)
         opts = {"init": M, "certify": step_tol, "tol": 1e-9}
         if solver is not None:
             opts["solver"] = solver
+        if budget.limited:
+            opts["time_limit"] = max(budget.left(), 1e-3)  # the step's own deadlines stay within this one's
         sol = solve(step, backend="cvxpy", **opts)
         cert = sol.certificate
         entry = {"step": it, "step_status": str(sol.status), "step_objective": sol.objective,
@@ -147,7 +164,11 @@ def cccp(problem, init="identity", max_iter=50, tol=1e-6, step_tol=1e-7, solver=
                  "working_set": sol.stats.get("working_set_size"), "time": time.perf_counter() - t0}
         if sol.M is None or sol.status is not Status.OPTIMAL:
             history.append({**entry, "objective": f})
-            status, message = sol.status, f"convex step {it} was not certified ({sol.message}); kept the previous M"
+            if sol.status is Status.TIME_LIMIT:
+                status, message = Status.TIME_LIMIT, (f"{limit_text} reached in convex step {it} ({sol.message}); "
+                                                      "kept the previous M")
+            else:
+                status, message = sol.status, f"convex step {it} was not certified ({sol.message}); kept the previous M"
             break
         f_step_at_M = step.objective(M)
         if sol.objective > f_step_at_M:  # within the certified gap of the optimum, but no descent: keep M
@@ -211,7 +232,7 @@ def sgd_step(problem, M, rows, t, method="pegasos", eta0=1.0):
 
 
 def sgd(problem, init="identity", method="pegasos", n_epochs=10, batch_size=64, eta0=None, random_state=0,
-        verbose=False):
+        verbose=False, time_limit=None):
     """Stochastic projected subgradient descent (module docstring).
 
     Parameters
@@ -225,24 +246,31 @@ def sgd(problem, init="identity", method="pegasos", n_epochs=10, batch_size=64, 
     eta0 : float, optional
         Pegasos with the trace regulariser: ``eta_t = eta0 / sqrt(t)`` (default ``1 / (C n)``).
     random_state : int
+    time_limit : float, optional
+        Wall-clock seconds: no batch starts after them; the epoch in progress is then closed (its
+        objective evaluated) and the status is ``time_limit``.
 
     Returns
     -------
     Solution
-        The best iterate among the epoch ends (full objective), status ``iteration_limit``.
+        The best iterate among the epoch ends (full objective), status ``iteration_limit`` (``time_limit``
+        when the time ran out).
     """
     method = check_choice(method, "method", ("pegasos", "paper"))
     n_epochs = check_int(n_epochs, "n_epochs", low=1)
     batch_size = min(check_int(batch_size, "batch_size", low=1), problem.n)
+    if time_limit is not None:
+        time_limit = check_real(time_limit, "time_limit", low=0.0, low_open=True)
     rng = np.random.default_rng(random_state)
-    t0 = time.perf_counter()
+    budget = Budget.start(time_limit)
+    t0 = budget.t0
     n = problem.n
     M = initial_metric(problem, init)
     f = problem.objective(M)
     best = (f, M)
     history = [{"epoch": 0, "objective": f, "time": 0.0}]
     eta0 = 1.0 / (problem.C * n) if eta0 is None else check_real(eta0, "eta0", low=0.0, low_open=True)
-    t = 0
+    t, out_of_time = 0, False
     for epoch in range(1, n_epochs + 1):
         if method == "paper":
             batches = rng.permutation(n)[:, None]
@@ -250,6 +278,9 @@ def sgd(problem, init="identity", method="pegasos", n_epochs=10, batch_size=64, 
             perm = rng.permutation(n)
             batches = [perm[s:s + batch_size] for s in range(0, n, batch_size)]
         for rows in batches:
+            if budget.expired():
+                out_of_time = True
+                break
             t += 1
             M = sgd_step(problem, M, rows, t, method, eta0)
         f = problem.objective(M)
@@ -259,7 +290,11 @@ def sgd(problem, init="identity", method="pegasos", n_epochs=10, batch_size=64, 
                   flush=True)
         if f < best[0]:
             best = (f, M)
-    message = (f"ran {n_epochs} epochs ({t} steps); stochastic subgradient steps have no stationarity test, "
+        if out_of_time:
+            break
+    limit_text = "the enclosing deadline" if time_limit is None else f"time limit {time_limit:g}s"
+    ran = f"{limit_text} reached in epoch {epoch}" if out_of_time else f"ran {n_epochs} epochs"
+    message = (f"{ran} ({t} steps); stochastic subgradient steps have no stationarity test, "
                "the best epoch end is returned (solver='cccp' certifies each convex step)")
-    return _finish(problem, best[1], Status.ITERATION_LIMIT, message, t0, history, f"sgd-{method}",
-                   {"steps": t})
+    return _finish(problem, best[1], Status.TIME_LIMIT if out_of_time else Status.ITERATION_LIMIT, message, t0,
+                   history, f"sgd-{method}", {"steps": t})

@@ -75,12 +75,36 @@ def project_psd(M, return_eigs=False):
     return (Z, w) if return_eigs else Z
 
 
+def power_of_two_scaling(diag):
+    r"""Powers of two :math:`c_j \approx 1/\sqrt{\text{diag}_j}` (1 where the entry is not positive): the
+    congruence :math:`\operatorname{diag}(c)\, H \operatorname{diag}(c)` is exact in floating point and gives
+    ``H`` a unit diagonal up to a factor of two."""
+    diag = np.asarray(diag, dtype=np.float64)
+    c = np.ones_like(diag)
+    pos = diag > 0
+    c[pos] = np.exp2(-np.round(0.5 * np.log2(diag[pos])))
+    return c
+
+
+#: :func:`factor` works at a unit diagonal when ``M``'s diagonal spans more than this factor
+WIDE_DIAGONAL = 1e6
+
+
 def factor(M, rank_tol=0.0):
     """Return ``L`` with ``L^T L = M`` for a PSD matrix ``M`` (negative eigenvalues clipped).
 
-    Rows are ordered by decreasing eigenvalue; ``L`` is square ``(d, d)``.
+    Rows are ordered by decreasing eigenvalue; ``L`` is square ``(d, d)``. A diagonal spanning more than
+    :data:`WIDE_DIAGONAL` (a metric that stretches one feature by 1e16) is factored at a unit diagonal, through
+    the exact power-of-two congruence ``M = D^-1 (D M D) D^-1``: the eigensolver's rounding, relative to the
+    largest entry, would otherwise swamp the small ones (and with them the distances along the other features).
     """
-    w, V = np.linalg.eigh(symmetrize(M))
+    M = symmetrize(M)
+    dg = np.clip(np.diag(M), 0.0, None)
+    pos = dg[dg > 0]
+    if pos.size and dg.max() > WIDE_DIAGONAL * pos.min():
+        c = power_of_two_scaling(dg)
+        return factor(M * np.outer(c, c), rank_tol) / c[None, :]
+    w, V = np.linalg.eigh(M)
     w = np.clip(w, 0.0, None)
     if rank_tol > 0:
         w[w < rank_tol * max(w.max(initial=0.0), 1e-300)] = 0.0

@@ -36,10 +36,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._deadline import Budget
 from ._validation import check_classes, check_int, check_real, check_X, check_y
 from .errors import InputError, SolverError
 from .linalg import factor
 from .problems.lmnn import LMNNProblem
+from .solution import Status
 
 #: default relative eigenvalue below which a direction of a pass's metric is dropped
 RANK_TOL = 1e-6
@@ -63,6 +65,8 @@ class MultiPassResult:
         The per-pass maps ``L_p`` (``L_1`` first).
     times : list of float
         Seconds per pass.
+    time_limited : bool
+        Whether ``time_limit`` cut the run short: a pass stopped by it, or passes left undone.
     """
 
     L: np.ndarray
@@ -70,6 +74,7 @@ class MultiPassResult:
     problems: list = field(default_factory=list)
     maps: list = field(default_factory=list)
     times: list = field(default_factory=list)
+    time_limited: bool = False
 
     @property
     def M(self):
@@ -110,7 +115,10 @@ def multipass_lmnn(X, y, passes=2, k=3, mu=0.5, regularizer=None, backend="cvxpy
         Rows of the composed map whose share of the mapped (centred) data's spread is below
         ``rank_tol`` times the largest row's are dropped after each pass (see above).
     **options
-        Passed to :meth:`~metricopt.problems.base.Problem.solve` at every pass.
+        Passed to :meth:`~metricopt.problems.base.Problem.solve` at every pass, but ``time_limit``
+        (seconds) bounds the whole run: each pass gets the seconds left as its own, no pass starts once they
+        are spent (fewer passes are then made; ``time_limited`` says so), and the call returns within
+        ``max(1.25 time_limit, time_limit + 2 s)`` (:mod:`metricopt._deadline`).
 
     Returns
     -------
@@ -129,13 +137,28 @@ def multipass_lmnn(X, y, passes=2, k=3, mu=0.5, regularizer=None, backend="cvxpy
     k = check_int(k, "k", low=1)
     rank_tol = check_real(rank_tol, "rank_tol", low=0.0, high=1.0)
     check_classes(y, k, "multi-pass LMNN")
+    time_limit = options.pop("time_limit", None)
+    if time_limit is not None:
+        time_limit = check_real(time_limit, "time_limit", low=0.0, low_open=True)
+    budget = Budget.start(time_limit)
+    with budget.running():
+        return _passes(X, y, passes, k, mu, regularizer, backend, rank_tol, options, budget)
+
+
+def _passes(X, y, passes, k, mu, regularizer, backend, rank_tol, options, budget):
+    """The passes of :func:`multipass_lmnn` within ``budget`` (its deadlines in force)."""
     L = np.eye(X.shape[1])
     result = MultiPassResult(L=L)
     for p in range(passes):
+        if p > 0 and budget.expired():
+            result.time_limited = True
+            break
         t0 = time.perf_counter()
         Z = X if p == 0 else X @ L.T
         problem = LMNNProblem(Z, y, k=k, mu=mu, regularizer=regularizer)
-        sol = problem.solve(backend=backend, **options)
+        timed = {} if not budget.limited else {"time_limit": max(budget.left(), 1e-3)}
+        sol = problem.solve(backend=backend, **options, **timed)
+        result.time_limited |= sol.status is Status.TIME_LIMIT
         if sol.M is None:
             raise SolverError(
                 f"multi-pass LMNN: pass {p + 1} of {passes} returned no metric (status '{sol.status}': {sol.message})."
@@ -158,7 +181,7 @@ def multipass_lmnn(X, y, passes=2, k=3, mu=0.5, regularizer=None, backend="cvxpy
     return result
 
 
-def fit_multipass(estimator, X, y, passes):
+def fit_multipass(estimator, X, y, passes, options=None):
     """Fit an :class:`~metricopt.LMNN` estimator by multi-pass LMNN (for a ``passes=`` option).
 
     Runs :func:`multipass_lmnn` with the estimator's ``k``, ``mu``, ``regularizer``,
@@ -177,17 +200,25 @@ def fit_multipass(estimator, X, y, passes):
       :class:`MultiPassResult`).
 
     Usage inside ``LMNN.fit``: ``if self.passes > 1: return fit_multipass(self, X, y, self.passes)``
-    (after ``validate_data``).
+    (after ``validate_data``). ``options``: the solve options (default the estimator's own); a
+    ``time_limit`` there bounds the passes and the closing certificate together, and a run it cut short
+    has status ``time_limit`` (``optimal`` where the certificate proves it) instead of ``heuristic``.
 
     Returns
     -------
     estimator
     """
     from .certify.policy import settle
-    from .solution import Solution, Status
+    from .solution import Solution
 
-    res = multipass_lmnn(X, y, passes=passes, k=estimator.k, mu=estimator.mu, regularizer=estimator.regularizer,
-                         backend=estimator.backend, **estimator._solve_options())
+    options = dict(estimator._solve_options() if options is None else options)
+    time_limit = options.get("time_limit")
+    if time_limit is not None:
+        time_limit = check_real(time_limit, "time_limit", low=0.0, low_open=True)
+    budget = Budget.start(time_limit)
+    with budget.running():
+        res = multipass_lmnn(X, y, passes=passes, k=estimator.k, mu=estimator.mu, regularizer=estimator.regularizer,
+                             backend=estimator.backend, **options)
     t0 = time.perf_counter() - sum(res.times)
     X = check_X(X)
     problem = LMNNProblem(X, y, k=estimator.k, mu=estimator.mu, regularizer=estimator.regularizer,
@@ -195,7 +226,7 @@ def fit_multipass(estimator, X, y, passes):
     M = problem.check_metric(res.M)
     iters = sum(int(s.stats.get("iterations", 0)) for s in res.solutions)
     last = res.solutions[-1]
-    status = Status.HEURISTIC if last.status.has_point else last.status
+    status = (Status.TIME_LIMIT if res.time_limited else Status.HEURISTIC) if last.status.has_point else last.status
     sol = Solution(M=M, objective=problem.objective(M), status=status, backend=last.backend,
                    solver=last.solver, stats={"iterations": iters, "passes": res.passes, "pass_times": res.times},
                    L=res.L, message=(f"multi-pass LMNN, {res.passes} passes, each certified on its own "
@@ -204,7 +235,12 @@ def fit_multipass(estimator, X, y, passes):
                                      "with the last pass's target neighbours, of which it solves the restriction "
                                      "to the range of the earlier passes"))
     tol = getattr(estimator, "tol", None)
-    sol = settle(problem, sol, 1e-6 if estimator.backend == "cvxpy" or tol is None else max(float(tol), 1e-6), t0)
+    if res.time_limited:
+        limit_text = "the enclosing deadline" if time_limit is None else f"time limit {time_limit:g}s"
+        sol.message += f"; {limit_text} reached after {res.passes} of {passes} passes"
+    with budget.closing():
+        sol = settle(problem, sol, 1e-6 if estimator.backend == "cvxpy" or tol is None else max(float(tol), 1e-6),
+                     t0)
     estimator.problem_ = problem
     estimator.solution_ = sol
     estimator.certificate_ = sol.certificate

@@ -31,6 +31,11 @@ class Status(enum.Enum):
         "the iteration (or working-set round) limit was reached before convergence; raise max_iter "
         "or max_rounds",
     )
+    TIME_LIMIT = (
+        "time_limit",
+        "the time limit was reached before convergence; the metric is the last (or best) point reached, its "
+        "certified gap in the certificate where one was taken; raise time_limit",
+    )
     EARLY_STOPPED = (
         "early_stopped",
         "stopped by the caller (e.g. at the lowest validation error); the metric is not an optimum of the "
@@ -69,7 +74,8 @@ class Status(enum.Enum):
     def has_point(self):
         """Whether the solve returned a usable (if possibly inaccurate) point."""
         return self in (Status.OPTIMAL, Status.OPTIMAL_INACCURATE, Status.STATIONARY, Status.ITERATION_LIMIT,
-                        Status.EARLY_STOPPED, Status.HEURISTIC, Status.CLOSED_FORM, Status.UNCERTIFIED)
+                        Status.TIME_LIMIT, Status.EARLY_STOPPED, Status.HEURISTIC, Status.CLOSED_FORM,
+                        Status.UNCERTIFIED)
 
 
 @dataclass

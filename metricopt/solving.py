@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._deadline import Budget
+from ._validation import check_problem
 from .backends import backend_module
 from .certify import certify
 from .errors import InputError
@@ -48,8 +50,10 @@ def solve(problem: Any, backend: str = "cvxpy", **options: Any) -> Solution:
     Raises
     ------
     InputError
-        When the backend does not accept the problem (its message says why and which backend does).
+        When ``problem`` is not a metricopt problem, or the backend does not accept it (its message says
+        why and which backend does).
     """
+    check_problem(problem, "solve")
     module = backend_module(backend)
     ok, reason = module.accepts(problem)
     if not ok:
@@ -67,7 +71,9 @@ def solve_from_starts(problem: Any, starts: list, backend: str = "jax", **option
     starts : list of (name, init)
         The starting points, tried in order (e.g. ``("pca", L0)``, ``("random", L1)``).
     backend, **options
-        As for :func:`solve`.
+        As for :func:`solve`; ``time_limit`` bounds all the starts together: each start gets an equal share
+        of the seconds left, the call returns within ``max(1.25 time_limit, time_limit + 2 s)``
+        (:mod:`metricopt._deadline`), and starts left when they are spent are not tried.
 
     Returns
     -------
@@ -78,16 +84,26 @@ def solve_from_starts(problem: Any, starts: list, backend: str = "jax", **option
         ``status``, ``message`` and the ``solution``.
     """
     runs, best = [], None
-    for name, init in starts:
-        sol = solve(problem, backend=backend, init=init, **options)
-        rel = sol.stats.get("stationarity")
-        runs.append({"start": name, "objective": sol.objective, "iterations": int(sol.stats.get("iterations", 0)),
-                     "evaluations": int(sol.stats.get("evaluations", 0)),
-                     "stationarity": float("inf") if rel is None else float(rel), "status": sol.status.code,
-                     "message": sol.message, "solution": sol})
-        if best is None or sol.objective < best.objective:
-            best = sol
+    budget = Budget.start(options.pop("time_limit", None))
+    with budget.running():
+        for i, (name, init) in enumerate(starts):
+            if runs and budget.expired():
+                break
+            timed = {"time_limit": max(budget.left() / (len(starts) - i), 1e-3)} if budget.limited else {}
+            sol = solve(problem, backend=backend, init=init, **options, **timed)
+            _record(runs, name, sol)
+            if best is None or sol.objective < best.objective:
+                best = sol
     return best, runs
+
+
+def _record(runs, name, sol):
+    """Append the summary of the start ``name``'s solution ``sol`` to ``runs``."""
+    rel = sol.stats.get("stationarity")
+    runs.append({"start": name, "objective": sol.objective, "iterations": int(sol.stats.get("iterations", 0)),
+                 "evaluations": int(sol.stats.get("evaluations", 0)),
+                 "stationarity": float("inf") if rel is None else float(rel), "status": sol.status.code,
+                 "message": sol.message, "solution": sol})
 
 
 def _to_cvxpy(problem, working_set=None):

@@ -6,6 +6,7 @@ reproducible; locally it explores new examples on every run.
 
 import os
 
+import pytest
 from hypothesis import settings
 
 settings.register_profile("ci", derandomize=True)
@@ -29,10 +30,31 @@ def pytest_configure(config):
     config._metricopt_blas_limit = threadpool_limits(limits=threads, user_api="blas")
 
 
+# ----------------------------------------------------------------------------- the status policy, on every solve
+@pytest.fixture(autouse=True)
+def _optimal_means_certified(monkeypatch):
+    """Every status the one status policy decides during any test: ``optimal`` only for a convex problem and, where
+    a certificate was asked for, only within its ``tol`` (with its lower bound not above its upper)."""
+    from metricopt.certify import policy
+
+    decide = policy.decide_status
+
+    def checked(status, certificate, convex=True):
+        out = decide(status, certificate, convex)
+        if out[0] is policy.Status.OPTIMAL:
+            assert convex, "a non-convex problem called optimal"
+        if out[0] is policy.Status.OPTIMAL and certificate is not None:  # (certify=None: the solver's own word)
+            assert certificate.rel_gap <= certificate.tol, (
+                f"optimal at a certified relative gap {certificate.rel_gap:.3e} above tol {certificate.tol:.1e}")
+            assert certificate.lower <= certificate.upper + 1e-12 * max(1.0, abs(certificate.upper))
+        return out
+
+    monkeypatch.setattr(policy, "decide_status", checked)
+
+
 # ----------------------------------------------------------------------------- shared data and solves
 # Session-scoped: each is built once per run, however many modules use it (they must not modify them).
 import numpy as np  # noqa: E402
-import pytest  # noqa: E402
 
 
 @pytest.fixture(scope="session")

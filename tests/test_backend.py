@@ -394,13 +394,15 @@ def test_exact_polish_rejects_a_bad_init(iris42):
 
 def test_time_limit_stops_the_working_set_loop_between_rounds(iris42):
     """``time_limit`` (as on the JAX backend): no new working-set round after it; the last round's metric
-    comes back ``iteration_limit`` with the reason, never ``optimal`` while violators are left out."""
+    comes back ``time_limit`` with the reason, never ``optimal`` while violators are left out."""
     problem = LMNNProblem(*iris42, k=3)
     full = problem.solve(backend="cvxpy")
     assert full.status == Status.OPTIMAL and full.stats["rounds"] > 1
     cut = problem.solve(backend="cvxpy", time_limit=1e-9)
-    assert cut.status == Status.ITERATION_LIMIT and cut.stats["rounds"] == 1
-    assert "time limit of 1e-09 s reached after 1 working-set round(s)" in cut.message
+    assert cut.status == Status.TIME_LIMIT and cut.stats["rounds"] == 1
+    # the round ends either on SCS's own time limit or with the violators it had no time to add
+    assert ("time limit of 1e-09 s reached after 1 working-set round(s)" in cut.message
+            or "SCS stopped at its time limit" in cut.message)
     assert cut.objective >= full.objective - 1e-9 * abs(full.objective)
     with pytest.raises(InputError, match="time_limit"):
         problem.solve(backend="cvxpy", time_limit=0)

@@ -111,7 +111,7 @@ def test_fit_predict_info_round_trip(tmp_path, monkeypatch, capsys):
 
     code, out, err = _run(["info", "--model", "model.npz"], capsys)
     assert code == 0, err
-    assert "format        : metricopt-model version 1, written by metricopt" in out
+    assert "format        : metricopt-model version 2, written by metricopt" in out
     assert "problem       : LMNN (Weinberger & Saul, JMLR 10:207-244, 2009, Eq. 14), k=3, mu=0.5" in out
     assert "training data : 105 points, 4 features" in out
     assert "certificate   : optimal within tol" in out
@@ -195,9 +195,10 @@ def test_cli_error_messages(tmp_path, capsys):
     assert code == 2
     assert _one_line_error(err) == f"metricopt: error: {str(bad)!r}: data row 2, column 2 is not a number: 'x'."
 
-    code, _, err = _run(["fit", "--data", "iris", "--time-limit", "5", "--out", str(tmp_path / "m.npz")], capsys)
+    code, _, err = _run(["fit", "--method", "pca", "--data", "iris", "--time-limit", "5", "--out",
+                         str(tmp_path / "m.npz")], capsys)
     assert code == 2
-    assert "--time-limit applies to --backend jax only" in _one_line_error(err)
+    assert "--time-limit bounds an iterative solve" in _one_line_error(err)
 
     code, _, err = _run(["fit", "--data", "iris", "--out", str(tmp_path / "no" / "m.npz")], capsys)
     assert code == 2 and "the folder" in _one_line_error(err) and "does not exist" in err

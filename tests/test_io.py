@@ -15,6 +15,7 @@ import metricopt.datasets
 from metricopt import LMNN, MMC, POLA, KernelLMNN, LMNNProblem, MultiMetricLMNN, Solution, knn_predict
 from metricopt.errors import InputError
 from metricopt.io import (
+    CHECKSUM_KEY,
     FORMAT,
     FORMAT_VERSION,
     METADATA_KEY,
@@ -40,17 +41,20 @@ def fitted(iris):
 
 
 def _raw(path):
-    """Every array of an npz file (pickle off) plus the decoded metadata."""
+    """Every array of an npz file (pickle off; without the file checksum) plus the decoded metadata."""
     with np.load(path, allow_pickle=False) as npz:
-        arrays = {k: npz[k] for k in npz.files}
+        arrays = {k: npz[k] for k in npz.files if k != CHECKSUM_KEY}
     meta = json.loads(arrays.pop(METADATA_KEY).tobytes().decode("utf-8"))
     return arrays, meta
 
 
 def _rewrite(path, arrays, meta):
-    blob = json.dumps(meta).encode("utf-8")
+    """Write ``arrays`` and ``meta`` as a model file with a recomputed file checksum (as an editor who knows the
+    format would): the checks after the checksum are what is tested."""
+    payload = {**arrays, METADATA_KEY: np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)}
+    payload[CHECKSUM_KEY] = np.frombuffer(_payload_sha256(payload).encode("ascii"), dtype=np.uint8)
     with open(path, "wb") as fh:
-        np.savez(fh, **arrays, **{METADATA_KEY: np.frombuffer(blob, dtype=np.uint8)})
+        np.savez(fh, **payload)
 
 
 # --------------------------------------------------------------------------- round trips
@@ -99,7 +103,11 @@ def test_metadata_content(method, fitted, tmp_path):
     save_model(tmp_path / "m.npz", est, info={"note": "test"})
     arrays, meta = _raw(tmp_path / "m.npz")
     assert all(a.dtype.kind != "O" for a in arrays.values())
-    assert meta["format"] == FORMAT == "metricopt-model" and meta["format_version"] == FORMAT_VERSION == 1
+    assert meta["format"] == FORMAT == "metricopt-model" and meta["format_version"] == FORMAT_VERSION == 2
+    with np.load(tmp_path / "m.npz", allow_pickle=False) as npz:  # the file checksum covers the metadata too
+        everything = {k: npz[k] for k in npz.files}
+    recorded = everything.pop(CHECKSUM_KEY).tobytes().decode("ascii")
+    assert recorded == _payload_sha256(everything) and METADATA_KEY in everything
     assert meta["metricopt_version"] == metricopt.__version__
     created = datetime.datetime.fromisoformat(meta["created"])
     assert abs((datetime.datetime.now(datetime.timezone.utc) - created).total_seconds()) < 600
@@ -233,8 +241,8 @@ def test_newer_format_version(model_path):
     meta["format_version"] = FORMAT_VERSION + 1
     meta["metricopt_version"] = "9.9.9"
     _rewrite(model_path, arrays, meta)
-    msg = (f"model file {str(model_path)!r} has format version 2 (written by metricopt 9.9.9), newer than this "
-           f"metricopt {metricopt.__version__} reads (format version 1); upgrade metricopt to load it.")
+    msg = (f"model file {str(model_path)!r} has format version 3 (written by metricopt 9.9.9), newer than this "
+           f"metricopt {metricopt.__version__} reads (format version 2); upgrade metricopt to load it.")
     with pytest.raises(ModelFileError, match=f"^{re.escape(msg)}$"):
         load_model(model_path)
 

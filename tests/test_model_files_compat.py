@@ -8,11 +8,18 @@ threshold, cluster metrics) and the predicted labels exactly; ``transform`` exac
 stored map applied to the queries (and, to rounding, what the saving machine computed).
 Saving a loaded model again must write the same arrays and metadata keys, so that files
 written now stay readable by the version that wrote these.
+
+Format version 1 files have a checksum of their arrays only (not of the metadata): they load with a
+:class:`~metricopt.io.ModelFileWarning`, their values checked for consistency like any file's, and an
+estimator's certificate recomputed on its rebuilt problem (so its bounds are today's certifier's, its upper
+bound, the objective at the stored metric, the file's; its status the file's when the recomputed certificate
+confirms it).
 """
 
 from __future__ import annotations
 
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -20,9 +27,20 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 import metricopt
 from metricopt import LMNN, MMC, POLA, KernelLMNN, MultiMetricLMNN, Solution
-from metricopt.io import FORMAT_VERSION, load_model, read_model_file, save_model
+from metricopt.io import (
+    FORMAT_VERSION,
+    REVERIFIED_KEY,
+    REVERIFY_RTOL,
+    ModelFileWarning,
+    load_model,
+    read_model_file,
+    save_model,
+)
 
 MODELS = pathlib.Path(__file__).parent / "data" / "models"
+
+#: every file here is format version 1: loading one warns (asserted in test_version_1_file_warns_and_is_checked)
+pytestmark = pytest.mark.filterwarnings("ignore::metricopt.io.ModelFileWarning")
 
 #: file stem -> (estimator class, query set in expected.npz)
 FILES = {
@@ -56,9 +74,22 @@ def _query(name, expected, est):
 def test_every_file_is_format_version_1():
     names = sorted(p.stem for p in MODELS.glob("*.npz"))
     assert names == sorted([*FILES, "solution", "expected"])
-    assert FORMAT_VERSION >= 1
+    assert FORMAT_VERSION == 2
     for name in [*FILES, "solution"]:
-        assert read_model_file(MODELS / f"{name}.npz").metadata["format_version"] == 1
+        mf = read_model_file(MODELS / f"{name}.npz")
+        assert mf.metadata["format_version"] == 1 and not mf.metadata_checksummed
+
+
+@pytest.mark.filterwarnings("error::metricopt.io.ModelFileWarning")
+def test_version_1_file_warns_and_is_checked():
+    path = MODELS / "lmnn.npz"
+    msg = (f"model file {str(path)!r} has format version 1: a checksum covers its arrays but not its metadata, so its "
+           "values were checked for consistency on load (and an estimator's certificate recomputed) instead; save it "
+           "again to upgrade it to format version 2.")
+    with pytest.warns(ModelFileWarning, match=f"^{re.escape(msg)}$"):
+        est = load_model(path)
+    assert est.certificate_.details[REVERIFIED_KEY].startswith("yes: recomputed by metricopt.certify")
+    assert est.solution_.status.code == "optimal" and est.certificate_.is_optimal
 
 
 @pytest.mark.parametrize("name", list(FILES))
@@ -102,11 +133,16 @@ def test_loaded_estimator_is_fitted_as_saved(name):
     assert est.model_metadata_ == meta
     assert est.n_iter_ == meta["fitted"]["n_iter"]
     assert est.solution_.status.code == meta["solution"]["status"]
-    assert est.solution_.objective == meta["solution"]["objective"]
+    objective = meta["solution"]["objective"]  # recomputed at load where the certificate is: the same to rounding
+    assert est.solution_.objective == (pytest.approx(objective, rel=1e-14) if est.certificate_ else objective)
     assert_array_equal(est.solution_.M, mf.arrays["M"])
     assert (est.certificate_ is None) == (meta["certificate"] is None)
-    if est.certificate_ is not None:
-        assert est.certificate_.lower == meta["certificate"]["lower"]
+    if est.certificate_ is not None:  # recomputed at load: the same upper bound (objective at M), today's lower bound
+        cert, stored = est.certificate_, meta["certificate"]
+        assert cert.details[REVERIFIED_KEY].startswith("yes: ")
+        assert abs(cert.upper - stored["upper"]) <= REVERIFY_RTOL * max(1.0, abs(stored["upper"]))
+        assert cert.lower <= cert.upper and cert.tol == stored["tol"]
+        assert cert.verdict.value == stored["verdict"]
     assert_array_equal(est.problem_.y, mf.arrays["y_train"])
     if "target_neighbors" in mf.arrays:
         assert_array_equal(est.problem_.target_neighbors, mf.arrays["target_neighbors"])
@@ -148,9 +184,27 @@ def test_saving_a_loaded_model_writes_the_same_file_form(name, tmp_path):
     for key, value in old.arrays.items():
         assert new.arrays[key].dtype == value.dtype and np.array_equal(new.arrays[key], value), key
     assert sorted(new.metadata) == sorted(old.metadata)
-    changing = {"created", "metricopt_version"}
+    assert new.metadata["format_version"] == FORMAT_VERSION and new.metadata_checksummed
+    changing = {"created", "metricopt_version", "format_version"}
     for key in set(old.metadata) - changing:
-        assert new.metadata[key] == old.metadata[key], key
+        assert _without_recomputed(new.metadata[key]) == _without_recomputed(old.metadata[key]), key
+        if isinstance(old.metadata[key], dict) and "upper" in old.metadata[key]:
+            assert new.metadata[key]["upper"] == pytest.approx(old.metadata[key]["upper"], rel=REVERIFY_RTOL)
+    if obj.__class__ is not Solution and old.metadata["certificate"] is not None:  # the certificate recomputed at load
+        assert new.metadata["certificate"]["lower"] == obj.certificate_.lower
+
+
+def _without_recomputed(value):
+    """``value`` without what the certificate recomputed at load may change: its bounds and details (a certificate
+    is the dict with ``lower``; a solution's is under ``certificate``), a solution's objective to rounding."""
+    if isinstance(value, dict):
+        if "lower" in value and "verdict" in value:
+            return {k: v for k, v in value.items() if k not in ("upper", "lower", "gap", "rel_gap", "details")}
+        out = {k: _without_recomputed(v) for k, v in value.items()}
+        if "objective" in out and "status" in out and isinstance(out["objective"], float):
+            out["objective"] = round(out["objective"], 10)
+        return out
+    return value
 
 
 def _problem_of(name, obj):

@@ -24,6 +24,7 @@ from typing import Any
 import cvxpy as cp
 import numpy as np
 
+from .._deadline import Budget, deadline
 from .._validation import check_choice, check_int, check_real
 from ..certify.policy import settle
 from ..errors import MetricoptError, ProblemTooLargeError, UnknownOptionError
@@ -45,6 +46,32 @@ MAX_ENTRIES = 60_000_000
 #: in one round from the first-order point; iris (7e5) and wine (1.1e7) stay at ``M = I``
 POLISH_ABOVE = 20_000_000
 POLISH_TOL = 1e-3
+#: under a ``time_limit``, ``init="auto"`` takes the first-order start only while at least this many seconds are
+#: left: its one-off costs (importing JAX, compiling its loop: seconds on a loaded machine) would otherwise take
+#: the budget; it then gets FIRST_ORDER_SHARE of the seconds left and must end by FIRST_ORDER_CAP of them
+FIRST_ORDER_MIN_SECONDS = 20.0
+FIRST_ORDER_SHARE = 0.5
+FIRST_ORDER_CAP = 0.6
+#: under a ``time_limit``, a new working-set round starts only while the seconds left exceed ROUND_OVERHEAD times
+#: the last round's time outside the solver's iterations (compilation and the solver's set-up, which no time
+#: limit interrupts, and which grow with the working set); and the solver always gets at least MIN_SOLVER_SECONDS
+ROUND_OVERHEAD = 1.5
+MIN_SOLVER_SECONDS = 0.05
+#: the option that bounds each conic solver's own time
+TIME_OPTION = {"SCS": "time_limit_secs", "CLARABEL": "time_limit"}
+#: under a ``time_limit``, SCS (3.3 and later) factors with QDLDL, not the "auto" choice (MKL Pardiso where SCS was
+#: built with it): SCS's time limit does not cover its set-up, and Pardiso's took 50 s on MMC over 200 digits
+#: points (PCA-20) where QDLDL's took 3.2 s, at about the same cost per iteration (measured with SCS 3.3.1)
+SCS_TIMED_LINEAR_SOLVER = "qdldl"
+#: SCS's set-up (the factorisation no time limit interrupts) is taken off the time it is given, estimated as
+#: this multiple of the program's compilation time (measured on MMC / POLA / LMNN over 100-200 digits points:
+#: set-up 0.8 to 1.5 times the compilation, LMNN's far less)
+SCS_SETUP_PER_COMPILE = 1.5
+#: a working-set round is not started (round 1: the start is returned) when compiling and setting up its program
+#: would not end before the promised time: estimated at this many seconds per scalar of the program's data
+#: (cvxpy's ``size_metrics.num_scalar_data``; measured 0.14-1.1 us on 2 loaded cores, the most on MMC over 200
+#: points, 7.2e6 scalars: 4.5 s compiling, 3.5 s set-up)
+SETUP_SECONDS_PER_SCALAR = 1.2e-6
 
 _STATUS = {
     cp.OPTIMAL: Status.OPTIMAL,
@@ -58,15 +85,32 @@ _STATUS = {
 }
 
 
+def _unscale(problem, Mvar):
+    """``M`` from the solver's variable: ``M = (c c^T * M_var) / var_scale`` on a full ``M`` and
+    ``c**2 * m_var / var_scale`` on a diagonal one (a CVXPY expression or an array), ``c`` the problem's
+    :meth:`~metricopt.problems.base.Problem.coordinate_scale` (powers of two: the products are exact) and
+    ``var_scale`` its scalar or per-coordinate variable scale."""
+    c = np.asarray(problem.coordinate_scale(), dtype=np.float64)
+    vs = np.asarray(problem.var_scale, dtype=np.float64)
+    if problem.geometry.diagonal:
+        vs = np.broadcast_to(vs, (problem.d,))
+        scaled = Mvar if np.all(c == 1) else (cp.multiply(Mvar, c * c) if isinstance(Mvar, cp.Expression)
+                                               else Mvar * (c * c))
+    else:
+        vs = float(vs)
+        C = np.outer(c, c)
+        scaled = Mvar if np.all(c == 1) else (cp.multiply(Mvar, C) if isinstance(Mvar, cp.Expression) else Mvar * C)
+    return cp.multiply(scaled, 1.0 / vs) if isinstance(scaled, cp.Expression) and np.ndim(vs) else scaled / vs
+
+
 def _variables(problem):
-    """CVXPY variables; ``M = M_var / problem.var_scale`` keeps the solver's numbers O(1)."""
+    """CVXPY variables; ``M`` is the solver's variable rescaled (:func:`_unscale`), which keeps its numbers O(1)."""
     d = problem.d
     if problem.geometry.diagonal:  # var_scale may be a vector here: one scale per coordinate
         m = cp.Variable(d, nonneg=True, name="m")
-        mv = cp.multiply(m, 1.0 / np.broadcast_to(np.asarray(problem.var_scale, dtype=np.float64), (d,)))
+        mv = _unscale(problem, m)
         V = {"M": cp.diag(mv), "Mvec": mv, "_M": m}
     else:
-        sc = float(problem.var_scale)
         blocks = problem.geometry.blocks
         if blocks is not None and blocks[0] > 1:
             # multi-metric LMNN: only the diagonal blocks enter the objective, so a block-diagonal
@@ -77,7 +121,8 @@ def _variables(problem):
             M = cp.bmat([[parts[c] if c == e else zero for e in range(C)] for c in range(C)])
         else:
             M = cp.Variable((d, d), PSD=True, name="M")
-        V = {"M": M / sc, "Mvec": cp.vec(M, order="C") / sc, "_M": M}
+        Mw = _unscale(problem, M)
+        V = {"M": Mw, "Mvec": cp.vec(Mw, order="C"), "_M": M}
     for name in problem.extra_variables:
         V[name] = cp.Variable(name=name)
     return V
@@ -122,34 +167,85 @@ def build_program(problem, working_sets=None, solver=None):
     return cp.Problem(cp.Minimize(expr / float(problem.obj_scale)), cons), V
 
 
-def _solver_kwargs(solver, tol, max_iter):
+def _solver_kwargs(solver, tol, max_iter, timed=False):
     if solver == "SCS":
         kw = {"eps_abs": tol, "eps_rel": tol, "max_iters": max_iter}
+        if timed and _scs_has_linear_solver():
+            kw["linear_solver"] = SCS_TIMED_LINEAR_SOLVER
     else:
         kw = {"tol_gap_abs": tol, "tol_gap_rel": tol, "tol_feas": tol, "max_iter": min(max_iter, 500)}
     return kw
 
 
-def _run(prog, solver, kw, verbose):
+def _scs_has_linear_solver():
+    """Whether the installed SCS takes ``linear_solver`` (3.3 and later)."""
+    try:
+        import scs
+    except ImportError:  # pragma: no cover - SCS is a dependency
+        return False
+    return hasattr(scs, "LinearSolver")
+
+
+def _run(prog, solver, kw, verbose, budget=None):
+    """Solve ``prog``; returns ``(status, message)``. Under a time-limited ``budget`` the program is compiled
+    first and the solver then gets the seconds left to the budget's soft deadline (at least
+    :data:`MIN_SOLVER_SECONDS`) as its own time limit (:data:`TIME_OPTION`); a stop on it is ``time_limit``."""
+    limit = None
     try:
         with warnings.catch_warnings():
             # cvxpy's "Solution may be inaccurate" warning: the returned status says so instead
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-            prog.solve(solver=solver, verbose=verbose, **kw)
+            if budget is None or not budget.limited:
+                prog.solve(solver=solver, verbose=verbose, **kw)
+            else:
+                # compile, then give the solver what is left (cvxpy's documented three steps of Problem.solve),
+                # less SCS's set-up, which its limit does not cover (SCS_SETUP_PER_COMPILE)
+                tc = time.perf_counter()
+                data, chain, inverse = prog.get_problem_data(solver, verbose=verbose, solver_opts=dict(kw))
+                setup = SCS_SETUP_PER_COMPILE * (time.perf_counter() - tc) if solver == "SCS" else 0.0
+                limit = max(budget.left() - setup, MIN_SOLVER_SECONDS)
+                raw = chain.solve_via_data(prog, data, warm_start=False, verbose=verbose,
+                                           solver_opts={**kw, TIME_OPTION[solver]: limit})
+                prog.unpack_results(raw, chain, inverse)
     except cp.error.SolverError as exc:
         return Status.ERROR, f"{solver} failed: {exc}"
     status = _STATUS.get(prog.status, Status.ERROR)
     stats = prog.solver_stats
-    if status is Status.OPTIMAL_INACCURATE and stats is not None and stats.num_iters is not None:
-        if stats.num_iters >= kw.get("max_iters", kw.get("max_iter", np.inf)):
+    iters = None if stats is None else stats.num_iters
+    if _stopped_on_time(prog, solver, kw, limit):
+        return Status.TIME_LIMIT, (f"{solver} stopped at its time limit ({limit:.3g} s of time_limit left for it) "
+                                   f"after {iters} iterations, '{prog.status}'")
+    if status is Status.OPTIMAL_INACCURATE and iters is not None:
+        if iters >= kw.get("max_iters", kw.get("max_iter", np.inf)):
             status = Status.ITERATION_LIMIT
-    if status is Status.ITERATION_LIMIT and solver == "SCS" and kw.get("acceleration_lookback", None) != 0:
+    if (status is Status.ITERATION_LIMIT and solver == "SCS" and kw.get("acceleration_lookback", None) != 0
+            and not (budget is not None and budget.expired())):
         # SCS's Anderson acceleration can cycle short of the requested accuracy (measured with SCS 3.3.1
         # on diagonal MMC, 42 iris points: 100,000 iterations at 'optimal_inaccurate'; without it,
-        # 'optimal' in 10,650): retry once without it before reporting the limit
-        retried, note = _run(prog, solver, {**kw, "acceleration_lookback": 0}, verbose)
+        # 'optimal' in 10,650): retry once without it before reporting the limit (within the time left)
+        retried, note = _run(prog, solver, {**kw, "acceleration_lookback": 0}, verbose, budget)
         return retried, f"{note} (retried without Anderson acceleration after the iteration limit)"
     return status, f"{solver} returned '{prog.status}'"
+
+
+def _stopped_on_time(prog, solver, kw, limit):
+    """Whether the solver stopped on the time limit ``limit`` it was given (``None``: none was). SCS says so
+    in its status text ("solved (inaccurate - reached time_limit_secs)", cvxpy's 'optimal_inaccurate');
+    Clarabel's MaxTime and MaxIterations both become cvxpy's 'user_limit': below its iteration cap, the clock
+    stopped it."""
+    if limit is None or prog.status not in (cp.USER_LIMIT, cp.OPTIMAL_INACCURATE):
+        return False
+    stats = prog.solver_stats
+    extra = None if stats is None else stats.extra_stats
+    info = extra.get("info") if isinstance(extra, dict) else None
+    if solver == "SCS" and isinstance(info, dict) and "status" in info:
+        return "time_limit" in str(info["status"])
+    iters = None if stats is None else stats.num_iters
+    cap = kw.get("max_iters", kw.get("max_iter"))
+    if prog.status == cp.USER_LIMIT:
+        return iters is not None and cap is not None and iters < cap
+    solve_time = None if stats is None else stats.solve_time
+    return solver == "SCS" and solve_time is not None and solve_time >= limit
 
 
 def accepts(problem) -> tuple[bool, str]:
@@ -234,20 +330,43 @@ def solve(problem, **options):
     verbose : bool
         Print the working-set progress (and the solver's own log).
     time_limit : float, optional
-        Seconds after which no new working-set round starts (checked between rounds: a
-        round in progress finishes); the result is then the last round's metric with
-        status ``iteration_limit`` (certified as usual), like the JAX backend's
-        ``time_limit``.
+        Wall-clock seconds for the whole call, certificate included: it returns within
+        ``max(1.25 time_limit, time_limit + 2 s)`` (:mod:`metricopt._deadline`). The conic solver gets
+        the seconds left as its own limit (SCS ``time_limit_secs``, Clarabel ``time_limit``); no
+        working-set round starts once they are spent, or when the last round's compilation and set-up
+        (which no limit interrupts) would not fit; ``init="auto"`` takes its first-order start only
+        with :data:`FIRST_ORDER_MIN_SECONDS` left. The result is then the last round's metric with
+        status ``time_limit``, or ``optimal`` where its certificate proves it (the certificate's own
+        conic programs are bounded by the limit too, so it may be looser than without one; it is
+        skipped, with a note, when the last search of all triplets says it cannot finish in time).
 
     Returns
     -------
     Solution
     """
     opts = Options.resolve(problem, options)
+    budget = Budget.start(opts.time_limit)
+    with budget.running():
+        sol, search_time = _solve(problem, opts, budget)
+    certify = opts.certify
+    if budget.limited and certify is not None and certify is not False and sol.M is not None:
+        # the certificate searches every triplet again: skip it, saying so, when the last search would not fit
+        if time.perf_counter() + search_time > budget.hard:
+            certify = None
+            sol.message += (f"; certificate skipped: the time limit leaves less than the last search of all "
+                            f"triplets took ({search_time:.2g} s)")
+    with budget.closing():
+        return finalize(problem, sol, certify, budget.t0)
+
+
+def _solve(problem, opts, budget):
+    """The working-set loop of :func:`solve` (within ``budget``): the uncertified Solution and the duration
+    of its last search of all triplets (0 when none was made)."""
     solver, tol, max_rounds, working_set, min_add = opts.solver, opts.tol, opts.max_rounds, opts.working_set, opts.min_add
-    init, verbose, certify = opts.init, opts.verbose, opts.certify
-    kw = _solver_kwargs(solver, tol, opts.max_iter)
-    t0 = time.perf_counter()
+    init, verbose = opts.init, opts.verbose
+    kw = _solver_kwargs(solver, tol, opts.max_iter, timed=budget.limited)
+    t0 = budget.t0
+    limit_text = "the enclosing deadline" if opts.time_limit is None else f"time limit of {opts.time_limit:g} s"
 
     ws_idx = [i for i, t in enumerate(problem.terms) if t.uses_working_set and working_set]
     V0 = problem.initial_point()
@@ -264,7 +383,7 @@ def solve(problem, **options):
         sets = {i: problem.terms[i].initial_working_set(problem, V0) for i in ws_idx}
         width = problem.d if problem.geometry.diagonal else problem.d ** 2
         if auto and int(getattr(problem, "n_triplets", 0)) * width > POLISH_ABOVE:
-            rough = _first_order_point(problem, opts.time_limit)
+            rough = _first_order_point(problem, budget)
             if rough is not None:
                 V0["M"] = rough.M
                 sets = {i: problem.terms[i].initial_working_set(problem, V0) for i in ws_idx}
@@ -274,25 +393,46 @@ def solve(problem, **options):
         sets = {i: t.all_triplets(problem) for i, t in enumerate(problem.terms) if t.uses_working_set}
     _check_size(problem, [len(s) for s in sets.values()])
 
-    history, iters, rounds = [], 0, 0
+    history, iters, rounds, search_time = [], 0, 0, 0.0
     status, message, Vval, solver_obj = Status.ERROR, "", None, None
     while True:
         rounds += 1
+        tr = time.perf_counter()
         prog, V = build_program(problem, sets, solver)
-        status, message = _run(prog, solver, kw, verbose and rounds == 1)
+        if budget.limited:
+            setup = SETUP_SECONDS_PER_SCALAR * float(prog.size_metrics.num_scalar_data)
+            if time.perf_counter() + setup > budget.hard:
+                # compiling and setting up this program alone would break the promise: keep the point at hand
+                status = Status.TIME_LIMIT
+                message = (f"{limit_text}: compiling and setting up working-set round "
+                           f"{rounds}'s program would take about {setup:.2g} s, more than is left")
+                if Vval is None:
+                    Vval = _start_point(problem, V0)
+                    message += (f"; returned the start ({start}) unsolved" if Vval is not None
+                                else "; the start is infeasible, no metric")
+                break
+        status, message = _run(prog, solver, kw, verbose and rounds == 1, budget)
         st = prog.solver_stats
         iters += int(st.num_iters or 0) if st is not None else 0
+        # the round's time outside the solver's iterations: building, compiling, the solver's set-up
+        overhead = time.perf_counter() - tr - (float(st.solve_time or 0.0) if st is not None else 0.0)
         if not status.has_point or V["_M"].value is None:
             break
         Vval = _values(problem, V)
         solver_obj = float(prog.value) * float(problem.obj_scale)
+        if status is Status.TIME_LIMIT:  # the last point: no search for violators it has no time to add
+            if ws_idx:
+                message += f" in working-set round {rounds}"
+            break
         added, worst = 0, -np.inf
+        ts = time.perf_counter()
         for i in ws_idx:
             new, w = problem.terms[i].violators(problem, Vval, sets[i], max_add=max(min_add, len(sets[i])))
             worst = max(worst, w)
             if len(new):
                 sets[i] = np.concatenate([sets[i], new])
                 added += len(new)
+        search_time = time.perf_counter() - ts if ws_idx else 0.0
         history.append({"round": rounds, "working_set": int(sum(len(s) for s in sets.values()) - added),
                         "added": int(added), "max_violation": float(worst), "solver_objective": solver_obj})
         if verbose:
@@ -305,10 +445,14 @@ def solve(problem, **options):
             status = Status.ITERATION_LIMIT
             message = f"working-set loop stopped after {rounds} rounds with {added} violated triplets still outside"
             break
-        if opts.time_limit is not None and time.perf_counter() - t0 >= opts.time_limit:
-            status = Status.ITERATION_LIMIT
-            message = (f"time limit of {opts.time_limit:g} s reached after {rounds} working-set round(s) with {added} "
-                       "violated triplets still outside")
+        left = budget.left()
+        if left is not None and left <= ROUND_OVERHEAD * overhead:
+            status = Status.TIME_LIMIT
+            message = (f"{limit_text} reached after {rounds} working-set round(s) with {added} "
+                       "violated triplets still outside" + ("" if left <= 0 else
+                                                             f" (the {left:.2g} s left would not cover the next "
+                                                             f"round's compilation and set-up, {overhead:.2g} s "
+                                                             "in the last one)"))
             break
 
     stats = {
@@ -325,8 +469,8 @@ def solve(problem, **options):
         msg = message
         if status is Status.INFEASIBLE and problem.method == "POLA":
             msg += "; the hard-margin POLA program has no solution on these pairs: pass C (soft margin), e.g. C=1.0"
-        return finalize(problem, Solution(M=None, objective=float("nan"), status=status, backend="cvxpy",
-                                          solver=solver, stats=stats, message=msg), None, t0)
+        return Solution(M=None, objective=float("nan"), status=status, backend="cvxpy", solver=solver, stats=stats,
+                        message=msg), search_time
     objective = problem._objective(Vval)
     viol = problem.max_violation(Vval)
     stats["max_violation"] = viol
@@ -334,22 +478,37 @@ def solve(problem, **options):
     msg = f"{message}; {rounds} working-set round(s), max constraint violation {viol:.2e}"
     sol = Solution(M=Vval["M"], objective=objective, status=status, backend="cvxpy", solver=solver,
                    stats=stats, variables=extra, message=msg)
-    return finalize(problem, sol, certify, t0)
+    return sol, search_time
 
 
-def _first_order_point(problem, time_limit):
-    """``init="auto"``'s start: the JAX backend's solution to :data:`POLISH_TOL` (half of ``time_limit``
-    at most), or ``None`` when that backend cannot solve the problem or returns no metric."""
+def _start_point(problem, V0):
+    """The start ``V0`` as a point of ``problem`` (repaired: e.g. MMC's scaled onto its budget), ``None`` when it
+    violates the constraints (hard-margin POLA)."""
+    V = problem.repair({k: (np.array(v, dtype=np.float64) if k == "M" else float(v)) for k, v in V0.items()})
+    return V if problem.max_violation(V) <= 1e-9 else None
+
+
+def _first_order_point(problem, budget):
+    """``init="auto"``'s start: the JAX backend's solution to :data:`POLISH_TOL`, or ``None`` when that
+    backend cannot solve the problem or returns no metric. Under a time-limited ``budget``: ``None`` with
+    less than :data:`FIRST_ORDER_MIN_SECONDS` left, else a solve with :data:`FIRST_ORDER_SHARE` of the
+    seconds left as its ``time_limit``, all of it over by :data:`FIRST_ORDER_CAP` of them."""
     from . import backend_module
 
     jax_backend = backend_module("jax")
     if not jax_backend.accepts(problem)[0]:
         return None
     kw = {"tol": POLISH_TOL}
-    if time_limit is not None:
-        kw["time_limit"] = 0.5 * time_limit
+    at = None
+    if budget.limited:
+        left = budget.left()
+        if left < FIRST_ORDER_MIN_SECONDS:
+            return None
+        kw["time_limit"] = FIRST_ORDER_SHARE * left
+        at = time.perf_counter() + FIRST_ORDER_CAP * left
     try:
-        rough = jax_backend.solve(problem, **kw)
+        with deadline(at):
+            rough = jax_backend.solve(problem, **kw)
     except MetricoptError:
         return None
     return rough if rough.M is not None else None
@@ -363,15 +522,10 @@ def finalize(problem, sol, certify_tol, t0):
 
 def _values(problem, V):
     """Numpy point from solved CVXPY variables (M symmetrised and projected onto the PSD cone)."""
-    diagonal = problem.geometry.diagonal
-    if diagonal:
-        M = np.diag(np.clip(np.asarray(V["_M"].value, dtype=np.float64), 0.0, None))
-    else:
-        M = project_psd(symmetrize(V["_M"].value))
-    if diagonal:
-        M = M / np.asarray(problem.var_scale, dtype=np.float64)[..., None]
-    else:
-        M = M / float(problem.var_scale)
+    if problem.geometry.diagonal:
+        M = np.diag(_unscale(problem, np.clip(np.asarray(V["_M"].value, dtype=np.float64), 0.0, None)))
+    else:  # a congruence by a positive diagonal keeps the projected point PSD (and symmetric: c_j c_k = c_k c_j)
+        M = _unscale(problem, project_psd(symmetrize(V["_M"].value)))
     out = {"M": M}
     for name in problem.extra_variables:
         out[name] = float(V[name].value)

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .._validation import check_real
+from .._validation import REAL_LIMIT, as_real_array, check_problem, check_real
 from ..errors import InputError, NotCertifiableError, NotConvexError, UnknownOptionError
 from ..linalg import project_psd, psd_defect, small_blas, symmetrize
 from ..protocols import GeometryKind
@@ -17,6 +17,7 @@ from .dual import DualSummary, dual_summary
 from .latent import latent_bound
 from .lmnn import triplet_bound
 from .pairs import budget_bound, threshold_bound
+from .verified import power_of_two_scaling
 
 __all__ = ["certify", "register_certifier", "CERTIFIERS", "Certifier"]
 
@@ -57,6 +58,8 @@ def _find_certifier(problem, summary):
 #: float64 leaves such): ``M`` is then certified as it is, not re-projected (which would only trade one rounding
 #: for another, and would make the certified ``M`` differ from the iterate a solver just searched)
 PSD_ROUNDING = 1e-13
+#: a candidate whose diagonal spans more than this factor is tested for PSD-ness at a unit diagonal
+WIDE_DIAGONAL = 1e6
 
 
 def certify(problem: Any, M: Any, tol: float = 1e-6, psd_tol: float = 1e-7, feas_tol: float = 1e-6,
@@ -97,9 +100,7 @@ def certify(problem: Any, M: Any, tol: float = 1e-6, psd_tol: float = 1e-7, feas
     NotCertifiableError
         When a term has no dual piece, or no certifier accepts the problem.
     """
-    if not hasattr(problem, "is_convex") or not hasattr(problem, "terms"):
-        raise InputError(f"certify needs a metricopt problem (e.g. metricopt.LMNNProblem(X, y)) as its first argument; "
-                         f"got {type(problem).__name__}.")
+    check_problem(problem, "certify")
     if not problem.is_convex:
         raise NotConvexError(
             f"{problem.method} with terms {problem.terms} (geometry '{problem.geometry.describe()}') is not convex: "
@@ -117,14 +118,23 @@ def certify(problem: Any, M: Any, tol: float = 1e-6, psd_tol: float = 1e-7, feas
             f"unknown keyword(s) for certify: {unknown}; accepted: tol, psd_tol, feas_tol"
             + "".join(f", {v}" for v in extra) + f" ({problem.method}'s variables besides M: {', '.join(extra) or 'none'})."
         )
-    for name, value in variables.items():  # validated, passed on unchanged
+    for name, value in list(variables.items()):  # validated, passed on as floats
+        if value is None:
+            continue
+        what = "a finite real number (or None: chosen optimally for M)"
         try:
-            ok = value is None or (not isinstance(value, (str, bytes))
-                                   and bool(np.isfinite(np.asarray(value, dtype=np.float64).reshape(()))))
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            raise InputError(f"{name} must be a finite real number (or None: chosen optimally for M); got {value!r}.")
+            v = None if isinstance(value, (str, bytes)) else as_real_array(value, name, what)
+        except InputError:
+            if np.iscomplexobj(value):  # refused with as_real_array's message (never cast to its real part)
+                raise
+            v = None
+        if v is None or v.size != 1 or not np.all(np.isfinite(v)):
+            raise InputError(f"{name} must be {what}; got {value!r}.")
+        if abs(float(v.reshape(()))) > REAL_LIMIT:
+            raise InputError(f"{name} must be between {-REAL_LIMIT:g} and {REAL_LIMIT:g}; got {float(v.reshape(())):g} "
+                             f"(its square overflows float64 in the objective). Pass {name}=None to have it chosen "
+                             "optimally for M.")
+        variables[name] = float(v.reshape(()))
     if isinstance(M, Solution):
         if M.M is None:
             raise InputError(f"the solution has no metric to certify (status '{M.status}': {M.message}).")
@@ -133,11 +143,7 @@ def certify(problem: Any, M: Any, tol: float = 1e-6, psd_tol: float = 1e-7, feas
     shape = f"a finite ({problem.d}, {problem.d}) array"
     if M is None:
         raise InputError(f"M must be {shape} or a metricopt.Solution; got None.")
-    try:
-        M = np.asarray(M, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"M must be {shape} of numbers or a metricopt.Solution; got {type(M).__name__} that does not "
-                         f"convert to float64 ({exc}).") from None
+    M = as_real_array(M, "M", f"{shape} of numbers or a metricopt.Solution")
     if M.shape != (problem.d, problem.d):
         raise InputError(f"M must be {shape}; got shape {M.shape}.")
     if not np.all(np.isfinite(M)):
@@ -146,18 +152,26 @@ def certify(problem: Any, M: Any, tol: float = 1e-6, psd_tol: float = 1e-7, feas
                          "solve (e.g. solution.M) or project a finite candidate with metricopt.linalg.project_psd.")
     M = symmetrize(M)
     details = {}
-    lo, failed = psd_defect(M, psd_tol)
+    # entries of very different sizes (a metric that stretches one feature by 1e16): test and clip in the exact
+    # power-of-two congruence with a unit diagonal, where rounding in the eigensolver does not swamp the small
+    # entries; PSD-ness is the same in either basis
+    dg = np.clip(np.diag(M), 0.0, None)  # a negative diagonal entry keeps its scale (and its verdict)
+    c = power_of_two_scaling(dg) if dg.max() > WIDE_DIAGONAL * max(dg[dg > 0].min(initial=np.inf), 1e-300) \
+        else np.ones(problem.d)
+    Ms = M * np.outer(c, c)
+    lo, failed = psd_defect(Ms, psd_tol)
     scale = max(1.0, float(np.abs(M).max()))
     if failed:
-        return Certificate.infeasible(tol, problem.method, f"M is not PSD: smallest eigenvalue {lo:.3g}")
+        where = "" if np.all(c == 1) else " (after scaling M to a unit diagonal by powers of two)"
+        return Certificate.infeasible(tol, problem.method, f"M is not PSD: smallest eigenvalue {lo:.3g}{where}")
     if problem.geometry.diagonal:
         off = float(np.abs(M - np.diag(np.diag(M))).max())
         if off > psd_tol * scale:
             return Certificate.infeasible(
                 tol, problem.method, f"M must be diagonal for this problem; largest off-diagonal entry {off:.3g}")
         M = np.diag(np.clip(np.diag(M), 0.0, None))
-    elif lo < -PSD_ROUNDING * scale:
-        Mp = project_psd(M)
+    elif lo < -PSD_ROUNDING * max(1.0, float(np.abs(Ms).max())):
+        Mp = project_psd(Ms) / np.outer(c, c)
         details["psd projection change"] = float(np.linalg.norm(Mp - M))
         M = Mp
     with small_blas(problem.d):

@@ -17,21 +17,17 @@ gives, for **any** :math:`\alpha` with :math:`0 \le \alpha_t \le \mu w_t` and
 + \tfrac{\lambda}{2}\|M\|_F^2`:
 
 * :math:`\lambda > 0`: :math:`g(\alpha) = \sum_t \alpha_t - \|\Pi_+(B - P)\|_F^2 / (2\lambda)`.
-* :math:`\lambda = 0`, :math:`P \succ 0`: with :math:`\gamma` the largest generalised
-  eigenvalue of :math:`(B, P)` and :math:`U` the objective at the candidate, every
-  :math:`0 \le s \le s_{\max} = \min_{t:\, \alpha_t > 0} \mu w_t / \alpha_t` (so that :math:`s\alpha`
-  stays dual feasible; :math:`\mu / \max_t \alpha_t` unweighted) gives
-  :math:`LB(s) = s \sum_t \alpha_t + U \min(0, 1 - s\gamma)` (the optimum lies in
-  :math:`\{\langle P, M\rangle \le U\}`, on which :math:`\langle P - sB, M\rangle \ge
-  \min(0, 1 - s\gamma) U`).
-* :math:`\lambda = 0`, :math:`P` singular, :math:`B` supported on the range of :math:`P`
-  (:math:`B = Q Q^\top B Q Q^\top`, :math:`Q` an orthonormal basis of the range; a constant
-  feature or data in a subspace): :math:`\langle P - sB, M\rangle = \langle Q^\top (P - sB) Q,
-  Q^\top M Q\rangle` with :math:`Q^\top P Q \succ 0` and :math:`Q^\top M Q \succeq 0`, so the
-  previous case applies to the pencil :math:`(Q^\top B Q, Q^\top P Q)`.
-* otherwise (:math:`P` singular): :math:`LB = s \sum_t \alpha_t` for the
-  largest :math:`s` with :math:`P - sB \succeq 0` (found by bisection on exact
-  eigenvalues).
+* :math:`\lambda = 0`: for every :math:`0 \le s \le s_{\max} = \min_{t:\, \alpha_t > 0} \mu w_t / \alpha_t` (so that
+  :math:`s\alpha` stays dual feasible; :math:`\mu / \max_t \alpha_t` unweighted) and every :math:`c \ge 0` with
+  :math:`(1 + c) P - sB \succeq 0`, :math:`LB = s \sum_t \alpha_t - c\, U`, :math:`U` the objective at the candidate
+  (the optimum lies in :math:`\{\langle P, M\rangle \le U\}`, on which :math:`\langle P - sB, M\rangle \ge -cU`).
+  With :math:`P \succ 0` the best :math:`c` is :math:`s\gamma - 1`, :math:`\gamma` the largest generalised eigenvalue
+  of :math:`(B, P)`; :func:`_pencil_bound` certifies :math:`c` through eigenvalue bounds that rounding can only
+  lower (:mod:`.verified`), after dropping the coordinates on which ``P`` and ``B`` are exactly zero (a constant
+  feature) and an exact power-of-two equilibration. Where ``P`` is singular or nearly so along a direction on
+  which ``B`` is not negative, no :math:`c` qualifies and only :math:`c = 0` remains (:math:`P - sB \succeq 0`): the
+  hinge can then vanish at almost no pull cost (a label-leaking feature at 1e-12 of the others), and a
+  tolerance that called such a direction "outside the range of P" gave bounds above the optimum.
 
 The point :math:`\alpha` is chosen from the candidate ``M``: 0 on triplets clearly
 satisfied, one shared multiplier :math:`\tau \in [0, \mu]` on the triplets clearly violated
@@ -39,19 +35,20 @@ satisfied, one shared multiplier :math:`\tau \in [0, \mu]` on the triplets clear
 :math:`\tau \sum_t w_t`), and free values :math:`0 \le \alpha_t \le \mu w_t` on the triplets near the
 margin, found by a small restricted dual program (the rank-two solver of :mod:`.rank2_dual` takes
 the per-triplet bounds). Every number of the bound is then recomputed in float64 from that
-:math:`\alpha`.
+:math:`\alpha`, each rounding (the sums forming ``P`` and ``B``, the eigenvalues, the scalings, the objective
+at the candidate) taken on the side that lowers the bound: no tolerance can raise it.
 """
 
 from __future__ import annotations
 
 import cvxpy as cp
 import numpy as np
-import scipy.linalg
 
 from ..linalg import symmetrize
-from ._dual import largest_psd_step, restricted_dual_program
+from ._dual import restricted_dual_program
 from .dual import dual_summary
 from .rank2_dual import solve_rank2_dual
+from .verified import EPS, congruence, eig_error, gamma, min_eig_lower, power_of_two_scaling
 
 #: half-width of the band of hinge arguments treated as "at the margin"
 BAND = 1e-3
@@ -68,9 +65,8 @@ WIDE_MIN_TOL = 1e-5
 #: largest size (free multipliers x d^2) of the restricted dual's dense constraint block; beyond it the
 #: free multipliers are capped (the bound stays valid, only looser): d <= 70 keeps MAX_FREE, d = 100 2000
 MAX_FREE_ENTRIES = 20_000_000
-#: P singular: B counts as living on the range of P when its part outside is below this, relative (rounding of
-#: the eigenvectors; a constant feature gives exact zeros)
-SUPPORT_RTOL = 1e-10
+#: lambda of the probabilistic summation bound lambda sqrt(N) eps (see :func:`_formation_errors`)
+SUM_ROUNDING_LAMBDA = 14.0
 #: a kept search at an M this close (relative, max-norm) selects the free multipliers
 REUSE_WITHIN = 1e-10
 #: up to this many free multipliers the dedicated rank-two solver (:mod:`.rank2_dual`, O(m^2 d + m^3) per Newton
@@ -110,38 +106,107 @@ def _scatter(problem, T, w):
     return problem.triplet_scatter(T[:, 0], T[:, 1], T[:, 2], w)
 
 
-def _scaled_bound(P, B, alpha_sum, smax, upper):
-    """``max_s s sum(alpha) + U min(0, 1 - s gamma)`` over ``s in {smax, 1/gamma}``, ``gamma`` the largest
-    generalised eigenvalue of ``(B, P)``, ``P`` positive definite (the module docstring's second case)."""
-    gamma = float(scipy.linalg.eigh(B, P, eigvals_only=True, subset_by_index=[P.shape[0] - 1] * 2)[0])
-    gamma = gamma * (1 + 1e-10) + 1e-14 * abs(gamma)  # guard against rounding in the eigensolver
-    cands = [smax]
-    if gamma > 0:
-        cands.append(min(smax, 1.0 / gamma))
-    return max(s * alpha_sum + upper * min(0.0, 1.0 - s * gamma) for s in cands)
+def largest_dual_scaling(alpha, caps) -> float:
+    r"""The largest :math:`s` with :math:`s\,\alpha_t \le \text{cap}_t` for every :math:`t` (the dual box of the
+    hinge, :math:`\text{cap}_t = \mu w_t`; a scalar cap for unweighted LMNN): :math:`\min_{t: \alpha_t > 0}
+    \text{cap}_t / \alpha_t`, lowered by a few ulps so that the products hold after rounding. The binding
+    multiplier is the one with the smallest ratio: a larger :math:`s` would push it out of its box."""
+    alpha = np.asarray(alpha, dtype=np.float64)
+    caps = np.broadcast_to(np.asarray(caps, dtype=np.float64), alpha.shape)
+    pos = alpha > 0
+    if not pos.any():
+        return np.inf
+    return float(np.min(caps[pos] / alpha[pos])) * (1.0 - 4 * EPS)
 
 
-def bound_from_alpha(P, lam, B, alpha_sum, smax, upper):
+def _safe_upper(upper):
+    """The objective at the candidate, rounded up: the optimum lies in ``{<P, M> <= U}`` for the exact objective,
+    which the float64 evaluation may undershoot by a few ulps per term."""
+    return max(float(upper), 0.0) * (1.0 + 1e-12) + 1e-300
+
+
+def _pencil_bound(P, B, alpha_sum, smax, upper, EP=0.0, EB=0.0):
+    r"""The bound of the module docstring for :math:`\lambda = 0`, every step on the safe side of rounding
+    (:mod:`.verified`): ``(bound, details)``.
+
+    For any invertible :math:`W`, :math:`s \in [0, s_{\max}]` and :math:`c \ge 0` with
+    :math:`(1 + c) P - sB \succeq 0`, every :math:`M \succeq 0` with :math:`\langle P, M\rangle \le U` has
+    :math:`\langle P - sB, M\rangle \ge -cU`, so :math:`g \ge s\sum_t\alpha_t - cU`. With
+    :math:`\ell_G \le \lambda_{\min}(W^\top (P - sB) W)` and :math:`\ell_P \le \lambda_{\min}(W^\top P W)`
+    certified lower bounds, :math:`c = \max(0, -\ell_G) / \ell_P` qualifies when :math:`\ell_P > 0`, and
+    :math:`c = 0` whenever :math:`\ell_G \ge 0` (whatever :math:`P`). :math:`W` is an approximate
+    :math:`P^{-1/2}` (any invertible matrix is valid; this one makes the bound tight: then :math:`c \approx
+    s\gamma - 1`, :math:`\gamma` the largest generalised eigenvalue of :math:`(B, P)`). Before that, rows and
+    columns that are exactly zero in both ``P`` and ``B`` (a feature constant over every difference) are
+    dropped, and a power-of-two congruence gives ``P`` a unit diagonal: both exact. No tolerance decides which
+    directions count as "outside the range of P": a direction on which ``P`` is exactly or nearly singular
+    and ``B`` is not negative makes :math:`\ell_G < 0` and :math:`\ell_P \le 0`, and the bound falls back to
+    the largest ``s`` with :math:`\ell_G \ge 0` (``0`` when there is none: the hinge can then vanish at no pull
+    cost, and no positive bound holds). ``EP``, ``EB``: elementwise bounds on the rounding in ``P`` and ``B``."""
+    U = _safe_upper(upper)
+    EP = np.broadcast_to(np.asarray(EP, dtype=np.float64), P.shape)
+    EB = np.broadcast_to(np.asarray(EB, dtype=np.float64), P.shape)
+    live = np.any(P != 0, axis=0) | np.any(B != 0, axis=0) | np.any(EP != 0, axis=0) | np.any(EB != 0, axis=0)
+    if not live.any():
+        return smax * alpha_sum, {"dual form": "P = B = 0"}
+    ix = np.ix_(live, live)
+    P, B, EP, EB = P[ix], B[ix], EP[ix], EB[ix]
+    c = power_of_two_scaling(np.maximum(np.diag(P), np.abs(np.diag(B))))
+    C = np.outer(c, c)
+    P, B, EP, EB = P * C, B * C, EP * C, EB * C  # exact
+    w, V = np.linalg.eigh(P)
+    top = max(float(w[-1]), 0.0)
+    W = V / np.sqrt(np.maximum(w, 1e-13 * top))[None, :] if top > 0 else np.eye(len(w))
+    Pw, EPw = congruence(W, P, EP)
+    lP = min_eig_lower(Pw, EPw)
+    gam = float(np.linalg.eigvalsh(W.T @ B @ W)[-1])
+
+    def lower_of(s):
+        H = P - s * B
+        G, EG = congruence(W, H, EP + s * EB + 2 * EPS * (np.abs(P) + np.abs(s * B)))
+        return min_eig_lower(G, EG)
+
+    best, form = 0.0, "none (P - sB is not certifiably PSD for any s > 0)"
+    cands = [smax] + ([min(smax, 1.0 / gam)] if gam > 0 else [])
+    for s in cands:
+        lG = lower_of(s)
+        if lG >= 0:
+            lb = s * alpha_sum
+        elif lP > 0:
+            lb = s * alpha_sum + U * lG / lP
+        else:
+            continue
+        if lb > best:
+            k = int(live.sum())
+            best, form = lb, ("scaled to P - sB PSD" if lP <= 0 else "scaled (P positive definite)" if k == len(live)
+                              else f"scaled on the range of P (rank {k} of {len(live)})")
+    if lP <= 0 and best <= 0:  # P (numerically) singular there: the largest s with P - sB certifiably PSD
+        lo, hi = 0.0, smax
+        if lower_of(hi) >= 0:
+            lo = hi
+        else:
+            for _ in range(60):
+                mid = 0.5 * (lo + hi)
+                lo, hi = (mid, hi) if lower_of(mid) >= 0 else (lo, mid)
+        if lo * alpha_sum > best:
+            best, form = lo * alpha_sum, "scaled to P - sB PSD (P singular)"
+    return best, {"dual form": form}
+
+
+def bound_from_alpha(P, lam, B, alpha_sum, smax, upper, EP=0.0, EB=0.0):
     """The weak-duality bound for one dual point (see the module docstring): ``B = sum_t alpha_t A_t``,
     ``alpha_sum = sum_t alpha_t`` and ``smax`` the largest scaling ``s`` with ``s alpha_t <= mu w_t`` for
-    every ``t`` (``mu / max_t alpha_t`` unweighted; used for ``lam = 0`` only)."""
+    every ``t`` (``mu / max_t alpha_t`` unweighted; used for ``lam = 0`` only); ``EP``, ``EB``: elementwise
+    bounds on the rounding in ``P`` and ``B``. Every rounding lowers the bound (:mod:`.verified`)."""
     if alpha_sum <= 0:
         return 0.0, {}
     if lam > 0:
-        w = np.linalg.eigvalsh(symmetrize(B - P))
-        lb = alpha_sum - float(np.sum(np.clip(w, 0, None) ** 2)) / (2 * lam)
+        D = symmetrize(B - P)
+        err = eig_error(D, np.asarray(EP) + np.asarray(EB) + 2 * EPS * (np.abs(B) + np.abs(P)))
+        w = np.linalg.eigvalsh(D) + err  # each exact eigenvalue is at most its computed one plus err
+        lb = alpha_sum - float(np.sum(np.clip(w, 0, None) ** 2)) / (2 * lam) * (1 + 8 * EPS * len(w))
         return lb, {"dual form": "Frobenius-regularised (closed form)"}
-    wP, VP = np.linalg.eigh(P)
-    if wP[0] > 1e-12 * max(wP[-1], 1e-300):
-        return _scaled_bound(P, B, alpha_sum, smax, upper), {"dual form": "scaled (P positive definite)"}
-    Q = VP[:, wP > 1e-12 * max(wP[-1], 1e-300)]
-    if Q.shape[1]:
-        Bq = symmetrize(Q.T @ B @ Q)
-        if np.linalg.norm(B - Q @ Bq @ Q.T) <= SUPPORT_RTOL * np.linalg.norm(B):
-            # B lives on the range of P (a constant feature, data in a subspace): the scaled bound holds there
-            return (_scaled_bound(symmetrize(Q.T @ P @ Q), Bq, alpha_sum, smax, upper),
-                    {"dual form": f"scaled on the range of P (rank {Q.shape[1]} of {P.shape[0]})"})
-    return largest_psd_step(P, -B, smax) * alpha_sum, {"dual form": "scaled to P - sB PSD (P singular)"}
+    return _pencil_bound(P, B, alpha_sum, smax, upper, EP, EB)
 
 
 def triplet_bound(problem, M, variables, summary, feas_tol, tol):
@@ -160,11 +225,50 @@ def triplet_bound(problem, M, variables, summary, feas_tol, tol):
     upper = problem._objective(V)
     lower, info = lmnn_lower_bound(problem, V, upper, summary=summary)
     rel = (upper - lower) / max(abs(upper), 1e-12)
-    if tol >= WIDE_MIN_TOL and tol < rel <= WIDE_WITHIN * tol:
+    # no multiplier at all in the narrow band (every triplet satisfied beyond it): the bound is that of alpha = 0,
+    # so the wide band is worth its cost whatever the gap
+    empty = info.get("triplets near margin (alpha free)", 0) == 0 and info.get("violated triplets (alpha fixed)", 0) == 0
+    if tol < rel and ((tol >= WIDE_MIN_TOL and rel <= WIDE_WITHIN * tol) or empty):
         wide, wide_info = lmnn_lower_bound(problem, V, upper, band=WIDE_BAND, max_free=WIDE_MAX_FREE, summary=summary)
         if wide > lower:
             lower, info = wide, wide_info
     return upper, lower, info
+
+
+def _formation_errors(problem, summary, n_terms):
+    r"""Elementwise bounds on the rounding in the summed matrices: ``(E_P, a)``, with ``E_P`` for ``P`` and
+    ``a * 2 * sum(alpha)`` for ``B = sum_t alpha_t A_t``.
+
+    * ``B`` is two scatters :math:`\sum_t \alpha_t \delta_t \delta_t^\top`, summed over the differences or
+      through the centred Laplacian form :math:`X_c^\top (D - W - W^\top) X_c` (:func:`metricopt.linalg.pair_scatter`);
+      either way each entry's rounding is at most :math:`\tilde\gamma_N \cdot 4 \sum_t \alpha_t\, r_j r_k`, with
+      :math:`r` the range (max - min) of each coordinate of the problem's lifted data (:math:`|\delta_j|,
+      |x_{c,j}| \le r_j`) and :math:`N` the rows plus terms summed.
+    * :math:`\tilde\gamma_N = \lambda \sqrt{N}\, \epsilon` (:data:`SUM_ROUNDING_LAMBDA`): the probabilistic bound of
+      Higham & Mary (SIAM J. Sci. Comput. 41(5), 2019, Thm. 3.1), which holds with probability at least
+      :math:`1 - 2N e^{-\lambda^2/2}` (above :math:`1 - 10^{-30}` here for any :math:`N < 10^{12}`) for independent rounding errors. The
+      worst-case :math:`\gamma_N = N\epsilon` is never approached by real sums and, on lifted data with many terms
+      (multi-metric LMNN), would alone exceed a 1e-6 gap; this is the one place where a modelled, not a
+      worst-case, rounding enters a bound (the eigenvalues and products of :mod:`.verified` are worst-case).
+    * ``P`` (the pull scatter plus linear regularisers): :math:`\gamma_N (\sqrt{P_{jj} P_{kk}} \cdot 4 + |P_{jk}|)`,
+      the Cauchy-Schwarz bound :math:`\sum_t w_t |\delta_{tj}| |\delta_{tk}| \le \sqrt{P_{jj} P_{kk}}` of a
+      sum of PSD outer products, with a factor 4 for the centred Laplacian form used on large inputs.
+
+    Problems without lifted data (``X_lifted`` or ``X`` of width ``d``) get zeros: their matrices are then taken
+    as exact."""
+    X = getattr(problem, "X_lifted", None)
+    if X is None:
+        X = getattr(problem, "X", None)
+    d = problem.d
+    if X is None or np.ndim(X) != 2 or X.shape[1] != d:
+        return 0.0, 0.0
+    r = np.ptp(np.asarray(X, dtype=np.float64), axis=0)
+    rr = np.outer(r, r)
+    N = X.shape[0] + n_terms + 8
+    g = SUM_ROUNDING_LAMBDA * np.sqrt(N) * EPS
+    dP = np.sqrt(np.clip(np.diag(summary.P), 0.0, None))
+    EP = g * 4.0 * np.outer(dP, dP) + g * np.abs(summary.P)
+    return EP, g * 4.0 * rr
 
 
 def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE, summary=None, accuracy=None):
@@ -203,6 +307,7 @@ def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE, summary=No
     wv, wn = (None, None) if w is None else (w[Tv[:, 0]], w[Tn[:, 0]])
     Bv = _scatter(problem, Tv, wv) if len(Tv) else np.zeros_like(P)  # sum_t w_t A_t over the violated
 
+    EP, ab = _formation_errors(problem, summary, len(Tv) + len(Tn))
     candidates = []
     # heuristic dual point: alpha_t = mu w_t on every violated triplet
     if len(Tv):
@@ -215,20 +320,19 @@ def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE, summary=No
     best, info = 0.0, {}
     for tau, an in candidates:
         av = np.full(len(Tv), tau) if wv is None else tau * wv  # alpha on the violated triplets
-        alpha_sum = float(av.sum() + an.sum())
+        # rounding may only lower the bound: the computed sum of the alpha_t is shrunk by its error bound and
+        # smax by a few ulps, so that s alpha_t <= mu w_t holds exactly for the s used
+        alpha_sum = float(av.sum() + an.sum()) * (1.0 - gamma(len(av) + len(an) + 1))
         if alpha_sum <= 0:
             continue
-        if wv is None:
-            smax = mu / float(max(av.max(initial=0.0), an.max(initial=0.0)))
-        else:  # largest s with s alpha_t <= mu w_t for every t
-            a, cap = np.concatenate([av, an]), mu * np.concatenate([wv, wn])
-            smax = float(np.min(cap[a > 0] / a[a > 0]))
+        caps = mu if wv is None else mu * np.concatenate([wv, wn])
+        smax = largest_dual_scaling(np.concatenate([av, an]), caps)
         B = np.zeros_like(P)
         if len(av):
             B += tau * Bv  # one shared multiplier on the violated triplets
         if len(Tn):
             B += _scatter(problem, Tn, an)
-        lb, inf = bound_from_alpha(P, lam, symmetrize(B), alpha_sum, smax, upper)
+        lb, inf = bound_from_alpha(P, lam, symmetrize(B), alpha_sum, smax, upper, EP, ab * 2 * alpha_sum)
         if lb > best:
             best, info = lb, inf
     best += const

@@ -55,7 +55,8 @@ def mmc_certify(problem, M, feas_tol, tight=1e-7, max_pairs_sdp=5_000, summary=N
 
     With the loss :math:`w \sum_{l \in D} \sqrt{d_M(l)}` (:math:`w \le 0`), linear terms
     :math:`\langle P, M\rangle` and a constant :math:`c`, the bound of the module docstring becomes
-    :math:`c - |w| \sum_l c_l / 2 - \max(0, \lambda_{\max}(|w| G(c) - P, S))`."""
+    :math:`c - |w| \sum_l c_l / 2 - \max(0, \lambda_{\max}(|w| G(c) - P, S))`; :class:`_BudgetMax` computes an
+    upper bound of that generalised eigenvalue that accounts for its own rounding."""
     if summary is None:
         summary = dual_summary(problem)
     term, piece = summary.loss("sqrt_distances")
@@ -72,6 +73,7 @@ def mmc_certify(problem, M, feas_tol, tight=1e-7, max_pairs_sdp=5_000, summary=N
     upper = problem._objective(V)
     dis = term.pairs
     diagonal = problem.geometry.diagonal
+    bmax = _BudgetMax(problem.X, dis, S, P, scale, diagonal, details)
     dl = problem.pair_distances(dis[:, 0], dis[:, 1], M)
     c0 = np.sqrt(np.maximum(dl, 0.0))
     top = max(float(c0.max(initial=0.0)), 1e-12)
@@ -80,11 +82,10 @@ def mmc_certify(problem, M, feas_tol, tight=1e-7, max_pairs_sdp=5_000, summary=N
     best = np.inf
     for floor in [1e-8 * top] + list(top * np.logspace(-6, 0, 25)):
         c = np.maximum(c0, floor)
-        G = scale * pair_scatter(problem.X, dis[:, 0], dis[:, 1], 0.5 / c) - P
-        lam_max = _max_gen_eig(G, S, diagonal, details)
-        best = min(best, 0.5 * scale * float(np.sum(c)) + lam_max)
+        best = min(best, 0.5 * scale * float(np.sum(c)) * (1 + 4 * _U) + bmax(0.5 / c))
     F_upper = best
-    if F_upper + upper - const > tight * abs(upper) and len(dis) <= max_pairs_sdp and scale > 0:
+    if (np.isfinite(F_upper) and F_upper + upper - const > tight * abs(upper) and len(dis) <= max_pairs_sdp
+            and scale > 0):
         # The linearisation at c = sqrt(d_M) is only first-order tight when the optimum has rank > 1
         # (its top generalised eigenvalue is then repeated); minimise the dual function itself,
         #   min_{w > 0, nu} sum_l 1 / (4 w_l) + nu   s.t.   nu S - sum_l w_l C_l PSD   (w_l = 1 / (2 c_l)),
@@ -104,27 +105,118 @@ def mmc_certify(problem, M, feas_tol, tight=1e-7, max_pairs_sdp=5_000, summary=N
                           cons)
         if solve_small(prog) and w.value is not None:
             c = c_best / np.maximum(np.asarray(w.value, dtype=np.float64), 1e-300)
-            G = scale * pair_scatter(problem.X, dis[:, 0], dis[:, 1], 0.5 / c) - P
-            F_upper = min(F_upper, 0.5 * scale * float(np.sum(c)) + _max_gen_eig(G, S, diagonal, details))
+            F_upper = min(F_upper, 0.5 * scale * float(np.sum(c)) * (1 + 4 * _U) + bmax(0.5 / c))
             details["dual program"] = "solved (dual function minimised over c)"
     details["similar-pair budget <S, M>"] = budget
     return upper, const - F_upper, details
 
 
-def _max_gen_eig(G, S, diagonal, details):
-    """``max {<G, M> : M PSD (diagonal if asked), <S, M> <= 1}`` (``inf`` when unbounded)."""
-    if diagonal:
-        g, s = np.diag(G), np.diag(S)
-        if np.any((s <= 0) & (g > 0)):
+#: the unit roundoff of float64
+_U = 2.0**-53
+
+
+def _gamma(n):
+    """``n u / (1 - n u)``: the standard bound on the relative rounding of an ``n``-term sum (Higham, *Accuracy and
+    Stability of Numerical Algorithms*, 2nd ed., Sec. 3.1)."""
+    return n * _U / (1.0 - n * _U) if n * _U < 0.5 else np.inf
+
+
+class _BudgetMax:
+    r"""An upper bound of :math:`\lambda(w) = \max\{\langle G(w), M\rangle : M \succeq 0` (diagonal if asked),
+    :math:`\langle S, M\rangle \le 1\}` for :math:`G(w) = s \sum_l w_l C_l - P`, :math:`C_l = \Delta_l \Delta_l^\top`
+    the dissimilar differences (``inf`` when it cannot be bounded), that holds for the exact :math:`\lambda` of the
+    problem as stored (``X``, the pairs, ``S``) whatever the rounding of the computation.
+
+    **Exactly null directions.** A feature constant over the pairs' points, or an exact copy of another one
+    (:func:`metricopt.problems.mmc.exact_structure`), gives differences :math:`\Delta = B \Delta_F` exactly; where
+    ``S`` is exactly :math:`B S_F B^\top` (verified entry by entry: MMC builds it so) and ``P = 0``,
+    :math:`\lambda = \lambda_{\max}(G_F, S_F)` over the remaining features, exactly. No tolerance decides this: a
+    direction that is only nearly null is kept, and then fails the test below (no bound) rather than being dropped.
+
+    **Full M.** With :math:`S_F = L L^\top` (Cholesky) and :math:`H = L^{-1} G_F L^{-\top}`,
+    :math:`\lambda = \max(0, \lambda_{\max}(H))`. The computed :math:`\hat\lambda` is inflated by first-order rounding
+    bounds (Higham, Thm. 10.3 and Sec. 8.1; Wilkinson's reduction of the pencil, Golub & Van Loan Sec. 8.7):
+    the Cholesky factor is exact for :math:`S_F + \delta S`, :math:`|\delta S| \le \gamma_{f+1}|L||L^\top|`, so
+    :math:`S_F \succeq (1 - \rho) L L^\top` with :math:`\rho = \gamma_{f+1}\,\|\,|L^{-1}||L|\,\|_F^2`; the scatter and
+    the products carry :math:`|\delta G| \le \gamma_{m+f+3} \sum_l w_l |\Delta_l||\Delta_l|^\top`, whose whitened
+    norm is at most :math:`\gamma_{m+f+3} \sum_l w_l q_l`, :math:`q_l = \|\,|L^{-1}||\Delta_l|\,\|^2`; the inverse
+    factor and the symmetric eigensolver add :math:`(1 + \gamma_f k)^2` (:math:`k = \|\,|L^{-1}||L|\,\|_F`) and
+    :math:`2 f u \|H\|_F`. Everything is doubled, and the bound is ``inf`` when :math:`\rho \ge 1/2`
+    (``S`` too ill-conditioned for a float64 certificate). All of it can only raise :math:`\lambda`, i.e. lower
+    the certificate's lower bound.
+
+    **Diagonal M.** :math:`\lambda = \max_j g_j / S_{jj}` with :math:`g_j = s \sum_l w_l \Delta_{lj}^2 - P_{jj}`
+    (sums of non-negative terms, relative error :math:`\gamma_{m+3}`); ``inf`` when some ``S_jj = 0`` on a
+    feature some dissimilar pair differs in (tested exactly, not through ``g_j``, which may underflow).
+    """
+
+    def __init__(self, X, pairs, S, P, scale, diagonal, details):
+        from ..problems.mmc import exact_structure, expansion
+
+        self.scale, self.diagonal, self.details = float(scale), bool(diagonal), details
+        X = np.asarray(X, dtype=np.float64)
+        S = np.asarray(S, dtype=np.float64)
+        P = np.zeros_like(S) if P is None else np.asarray(P, dtype=np.float64)
+        self.D = X[pairs[:, 0]] - X[pairs[:, 1]]
+        d = S.shape[0]
+        if diagonal:
+            self.s, self.p = np.diag(S).copy(), np.diag(P).copy()
+            moves = np.any(self.D != 0, axis=0)
+            self.unbounded = bool(np.any((self.s <= 0) & (moves | (self.p < 0))))
+            self.live = (self.s > 0)
+            return
+        rep = exact_structure(X, np.unique(pairs))
+        free, B = expansion(rep)
+        if not (np.all(P == 0) and np.array_equal(S, B @ S[np.ix_(free, free)] @ B.T)):
+            free = np.arange(d)  # no exact reduction: the full S must be definite
+        if free.size < d:
+            details["exactly null directions of S"] = int(d - free.size)
+        self.free = free
+        self.P = P[np.ix_(free, free)]
+        self.Df = self.D[:, free]
+        S_F = S[np.ix_(free, free)]
+        f = free.size
+        self.L = None
+        try:
+            L = np.linalg.cholesky(S_F) if f else np.zeros((0, 0))
+        except np.linalg.LinAlgError:
+            details["note"] = ("the similar-pair scatter S is singular beyond its exactly null directions: the MMC bound is "
+                               "unavailable (possibly unbounded)")
+            return
+        Li = scipy.linalg.solve_triangular(L, np.eye(f), lower=True) if f else L
+        k = float(np.linalg.norm(np.abs(Li) @ np.abs(L)))
+        self.rho = 2.0 * _gamma(f + 1) * k * k
+        if not np.all(np.isfinite(Li)) or self.rho >= 0.5:
+            details["note"] = ("the similar-pair scatter S is too ill-conditioned for a float64 bound: the MMC bound is "
+                               "unavailable")
+            return
+        self.L, self.Li, self.k, self.f = L, Li, k, f
+        self.q = np.einsum("md,md->m", *(2 * [np.abs(self.Df) @ np.abs(Li).T]))  # || |L^-1| |Delta_l| ||^2
+        self.gam = 2.0 * _gamma(len(pairs) + f + 3)
+
+    def __call__(self, w):
+        """The bound at weights ``w`` (``w_l = 1 / (2 c_l)``)."""
+        s = self.scale
+        if self.diagonal:
+            if self.unbounded:
+                self.details["note"] = "a feature varies within dissimilar pairs but has S_jj = 0: MMC is unbounded"
+                return np.inf
+            g = s * np.einsum("m,md->d", w, self.D * self.D) * (1 + 2 * _gamma(len(w) + 3)) - self.p
+            g, sj = g[self.live], self.s[self.live]
+            return max(0.0, float(np.max(g / sj, initial=0.0)) * (1 + 4 * _U))
+        if self.L is None:
             return np.inf
-        pos = s > 0
-        return max(0.0, float(np.max(g[pos] / s[pos])))
-    wS = np.linalg.eigvalsh(S)
-    if wS[0] <= 1e-12 * max(wS[-1], 1e-300):
-        details["note"] = "the similar-pair scatter S is singular: the MMC bound is unavailable (possibly unbounded)"
-        return np.inf
-    lam = float(scipy.linalg.eigh(G, S, eigvals_only=True, subset_by_index=[S.shape[0] - 1] * 2)[0])
-    return max(0.0, lam * (1 + 1e-10) + 1e-14 * abs(lam))
+        if self.f == 0:
+            return 0.0
+        G = s * ((self.Df * w[:, None]).T @ self.Df) - self.P
+        H = self.Li @ G @ self.Li.T
+        H = 0.5 * (H + H.T)
+        lam = float(np.linalg.eigvalsh(H)[-1])
+        err_eig = 4.0 * self.f * _U * float(np.linalg.norm(H))
+        err_G = self.gam * (s * float(np.sum(w * self.q)) + float(np.linalg.norm(np.abs(self.Li) @ np.abs(self.P)
+                                                                                 @ np.abs(self.Li).T)))
+        grow = (1.0 + 2.0 * _gamma(self.f) * self.k) ** 2
+        return max(0.0, (max(lam, 0.0) + err_eig + err_G) * grow / (1.0 - self.rho))
 
 
 def _threshold_h(s, wb):

@@ -30,15 +30,15 @@ from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import check_X, check_y
+from .._validation import check_n_features, check_X, check_y
 from ..errors import InputError, SolverError
 from ..protocols import Problem
 from ..solution import Solution
 from ..solving import solve
 from ._params import validate_parameters
 
-__all__ = ["FitResult", "MetricLearner", "ModelState", "ModelStateError", "ProblemFitMixin", "fit_estimator",
-           "solve_options"]
+__all__ = ["FitResult", "MetricLearner", "ModelState", "ModelStateError", "ProblemFitMixin", "check_fitted_input",
+           "fit_estimator", "solve_options"]
 
 _E = TypeVar("_E", bound="ProblemFitMixin")
 
@@ -178,13 +178,42 @@ def fit_estimator(estimator: _E, X: ArrayLike, y: ArrayLike, **extra_options: An
         raise InputError(f"{name} requires y to be passed, but the target y is None.")
     Xc = check_X(X)
     yc = check_y(y, Xc.shape[0])
-    validate_data(estimator, X, y, dtype=np.float64)
+    validate_data(estimator, _for_sklearn(X), _for_sklearn(y), dtype=np.float64)  # n_features_in_, feature_names_in_
     fit = estimator._fit_solution(Xc, yc, {**estimator._solve_options(), **extra_options})
     sol = fit.solution
     if sol.M is None:
         raise SolverError(f"{name} could not be fitted: status '{sol.status}': {sol.message}")
     estimator._set_fitted(fit)
     return estimator
+
+
+def _for_sklearn(X: Any) -> Any:
+    """``X`` (or ``y``) as scikit-learn's ``validate_data`` takes it: an ``np.matrix`` (which it refuses, and
+    which :func:`~metricopt._validation.check_X` and ``check_y`` convert) as a plain array; anything else as it
+    is (a DataFrame keeps its column names)."""
+    return np.asarray(X) if isinstance(X, np.matrix) else X
+
+
+def check_fitted_input(estimator: Any, X: ArrayLike) -> np.ndarray:
+    """``X`` for a fitted estimator's ``predict`` / ``transform``: metricopt's checks
+    (:func:`~metricopt._validation.check_X`: 2-D, non-empty, finite, real), the number of features seen
+    at fit, then scikit-learn's feature-name checks; call it after ``check_is_fitted``.
+
+    Returns
+    -------
+    ndarray of float64, shape (n_samples, n_features_in_)
+
+    Raises
+    ------
+    metricopt.errors.InputError
+        For NaN or infinite values, a 1-D or empty ``X``, or another number of features than at fit.
+    """
+    Xc = check_X(X)
+    n_features = getattr(estimator, "n_features_in_", None)
+    if n_features is not None:
+        check_n_features(Xc, int(n_features), type(estimator).__name__)
+    validate_data(estimator, _for_sklearn(X), reset=False, dtype=np.float64)
+    return Xc
 
 
 def regularizer_config(regularizer: Any) -> list[dict[str, Any]] | None:
@@ -359,9 +388,7 @@ class MetricLearner(ProblemFitMixin, TransformerMixin, BaseEstimator):
     def transform(self, X: ArrayLike) -> np.ndarray:
         """Map ``X`` to the learned space: ``X @ components_.T`` (Euclidean there = ``d_M`` here)."""
         check_is_fitted(self, "components_")
-        X = validate_data(self, X, reset=False, dtype=np.float64)
-        check_X(X)
-        return X @ self.components_.T
+        return check_fitted_input(self, X) @ self.components_.T
 
     def get_mahalanobis_matrix(self) -> np.ndarray:
         """The learned PSD matrix ``M = components_.T @ components_``."""

@@ -7,15 +7,15 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_choice, check_X, check_y
+from .._validation import check_choice, check_y
 from ..gerrymander import latent_knn_predict
 from ..latent import cccp, sgd
 from ..linalg import sq_dists
 from ..problems import GerrymanderingProblem
 from ._params import Choices, Interval
-from .base import FitResult, MetricLearner
+from .base import FitResult, MetricLearner, check_fitted_input
 
 __all__ = ["GerrymanderingKNN"]
 
@@ -119,7 +119,7 @@ class GerrymanderingKNN(MetricLearner):
         else:
             sol = sgd(problem, init=init, method="pegasos" if self.solver == "sgd" else "paper",
                       n_epochs=10 if self.max_iter is None else self.max_iter, batch_size=self.batch_size,
-                      random_state=self.random_state, verbose=bool(self.verbose))
+                      random_state=self.random_state, verbose=bool(self.verbose), time_limit=options.get("time_limit"))
         return FitResult(problem, sol, components=problem.factor(sol.M), certificate=None)
 
     def predict(self, X: ArrayLike, rule: str = "knn") -> np.ndarray:
@@ -128,7 +128,7 @@ class GerrymanderingKNN(MetricLearner):
         ``rule`` accepts only ``"knn"`` (the command line's option)."""
         check_choice(rule, "rule", ("knn",))
         check_is_fitted(self, "components_")
-        X = check_X(validate_data(self, X, reset=False, dtype=np.float64))
+        X = check_fitted_input(self, X)
         L, problem = self.components_, self.problem_
         return latent_knn_predict(sq_dists(X @ L.T, problem.X @ L.T), problem.y, problem.k, classes=problem.classes)
 

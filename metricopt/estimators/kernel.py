@@ -7,13 +7,13 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_X, check_y
+from .._validation import check_y
 from ..knn import knn_predict
 from ..problems.kernel_lmnn import KernelLMNNProblem
 from ..problems.lmnn import LMNNProblem
-from .base import FitResult, MetricLearner, ModelState
+from .base import FitResult, MetricLearner, ModelState, check_fitted_input
 from ._params import LMNN_CONSTRAINTS, SOLVE_CONSTRAINTS, Interval
 
 #: model-file array -> attribute of the problem: the kernel-PCA map, restored on load (never
@@ -124,8 +124,7 @@ class KernelLMNN(MetricLearner):
         """Map ``X`` through its kernel columns: ``z(X) @ components_.T``; Euclidean distances
         there are the learned :math:`d_A`."""
         check_is_fitted(self, "components_")
-        X = validate_data(self, X, reset=False, dtype=np.float64)
-        return self.problem_.kernel_features(check_X(X)) @ self.components_.T
+        return self.problem_.kernel_features(check_fitted_input(self, X)) @ self.components_.T
 
     def get_kernel_matrix_A(self) -> np.ndarray:
         """The ``n x n`` matrix ``A`` with ``d(x, x') = (k_x - k_x')^T A (k_x - k_x')``."""

@@ -7,15 +7,15 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_choice, check_X, check_y
+from .._validation import check_choice, check_y
 from ..backends import BACKENDS
 from ..energy import energy_predict
 from ..errors import InputError
 from ..knn import knn_predict
 from ..problems import LMNNProblem, MLCCProblem, MMCProblem, POLAProblem
-from .base import FitResult, MetricLearner, ModelState
+from .base import FitResult, MetricLearner, ModelState, check_fitted_input
 from ._params import LMNN_CONSTRAINTS, SOLVE_CONSTRAINTS, Choices, Interval
 
 __all__ = ["LMNN", "MMC", "POLA", "MLCC", "SavedPasses"]
@@ -165,17 +165,17 @@ class LMNN(MetricLearner):
     def _fit_solution(self, X: np.ndarray, y: np.ndarray, options: dict[str, Any]) -> FitResult:
         """Plain LMNN, or the one variant asked for: multi-pass, low rank or early stopping."""
         if self.passes > 1:
-            return self._fit_passes(X, y)
+            return self._fit_passes(X, y, options)
         if self.n_components is not None:
             return self._fit_low_rank(X, y, options)
         if self.validation_fraction is not None:
             return self._fit_early_stopped(X, y, options)
         return super()._fit_solution(X, y, options)
 
-    def _fit_passes(self, X: np.ndarray, y: np.ndarray) -> FitResult:
+    def _fit_passes(self, X: np.ndarray, y: np.ndarray, options: dict[str, Any]) -> FitResult:
         from ..multipass import fit_multipass
 
-        fit_multipass(self, X, y, self.passes)  # sets problem_, solution_ (M = L^T L, certified), components_, ...
+        fit_multipass(self, X, y, self.passes, options)  # sets problem_, solution_ (M = L^T L, certified), components_, ...
         return FitResult(self.problem_, self.solution_, components=self.components_, certificate=self.certificate_,
                          n_iter=self.n_iter_, attributes={"passes_": self.passes_})
 
@@ -245,8 +245,7 @@ class LMNN(MetricLearner):
         """
         rule = check_choice(rule, "rule", _LMNN_RULES)
         check_is_fitted(self, "components_")
-        X = validate_data(self, X, reset=False, dtype=np.float64)
-        X = check_X(X)
+        X = check_fitted_input(self, X)
         problem = self.problem_  # holds the training data, labels, k, mu and target neighbours of fit
         M = self.get_mahalanobis_matrix()
         if rule == "knn":

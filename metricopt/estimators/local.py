@@ -9,15 +9,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_choice, check_X, check_y
+from .._validation import check_choice, check_y
 from ..baselines import ClosedForm
 from ..linalg import symmetrize
 from ..local.taxonomy import DEFAULTS, HOW, WHEN, WHERE, LocalMetrics, _Space, check_cell, column_of, fit_local_metrics
 from ..solution import Solution, Status
 from ._params import Choices, Interval
-from .base import FitResult, ModelState, ModelStateError, ProblemFitMixin, fit_estimator
+from .base import FitResult, ModelState, ModelStateError, ProblemFitMixin, check_fitted_input, fit_estimator
 
 __all__ = ["LocalMetricKNN"]
 
@@ -194,7 +194,7 @@ class LocalMetricKNN(ProblemFitMixin, ClassifierMixin, BaseEstimator):
         accepts only ``"knn"`` (the command line's option)."""
         check_choice(rule, "rule", ("knn",))
         check_is_fitted(self, "local_")
-        X = check_X(validate_data(self, X, reset=False, dtype=np.float64))
+        X = check_fitted_input(self, X)
         return self.local_.predict(X)
 
     def score(self, X: ArrayLike, y: ArrayLike) -> float:

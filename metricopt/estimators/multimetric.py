@@ -8,13 +8,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ..errors import SolverError
 from ..problems.lmnn import LMNNProblem
 from ..problems.multimetric import CLUSTERINGS, MultiMetricLMNNProblem, multi_metric_knn_predict
 from ..solving import solve
-from .base import FitResult, ModelState, ProblemFitMixin
+from .base import FitResult, ModelState, ProblemFitMixin, check_fitted_input
 from ._params import LMNN_CONSTRAINTS, SOLVE_CONSTRAINTS, Choices, Interval
 
 
@@ -131,6 +131,6 @@ class MultiMetricLMNN(ProblemFitMixin, ClassifierMixin, BaseEstimator):
     def predict(self, X: ArrayLike) -> np.ndarray:
         """kNN labels of ``X`` under the cluster-dependent distance (``k`` of the fit)."""
         check_is_fitted(self, "metrics_")
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = check_fitted_input(self, X)
         return multi_metric_knn_predict(self.problem_.X, self.problem_.y, self.clusters_, self.metrics_, X,
                                         k=self.problem_.k)

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .._validation import check_scale, check_X
+from .._validation import as_real_array, check_scale, check_X
 from ..errors import InputError
 from ..linalg import factor, pair_rows, psd_defect, symmetrize
 from ..protocols import Geometry, GeometryKind
@@ -71,6 +71,9 @@ class Problem:
     cone_scale = 1.0
     #: solver the exact backend uses when none is named
     default_solver = "SCS"
+    #: :meth:`coordinate_scale` leaves the coordinates as they are while every feature's spread lies within
+    #: this factor of 1 (2**3: SCS already stalls on LMNN with every feature at 1e-3)
+    COORDINATE_SCALE_WITHIN = 2.0**3
 
     def __init__(self, X):
         self.X = check_scale(check_X(X))
@@ -125,10 +128,41 @@ class Problem:
         low._factor_rank = int(rank)
         return low
 
+    def coordinate_scale(self) -> np.ndarray:
+        r"""Per-coordinate powers of two :math:`c` for the exact backend, which solves for :math:`M'` with
+        :math:`M = \operatorname{diag}(c)\, M' \operatorname{diag}(c) / \text{var\_scale}`.
+
+        :math:`d_M(a, b) = (c \circ (x_a - x_b))^\top M' (c \circ (x_a - x_b))`: in :math:`M'` every feature has
+        unit spread, so a feature at 1e-12 of the others (or all of them at 1e-6) neither leaves the conic
+        solver with coefficients of 1e-24 nor with an optimum of 1e24. Powers of two make the change of
+        variables exact in floating point (the compiled program is the problem itself, not a rounded copy),
+        and :math:`M' \succeq 0 \iff M \succeq 0`. Each :math:`c_j` is :math:`2^{-\operatorname{round}(\log_2
+        \sigma_j)}`, :math:`\sigma_j` the standard deviation of feature :math:`j` (1 for a constant feature).
+        All ones (no change) while every :math:`\sigma_j` lies within :data:`COORDINATE_SCALE_WITHIN` of 1:
+        well-scaled data is compiled exactly as written.
+
+        Returns
+        -------
+        ndarray of shape (d,)
+        """
+        X = getattr(self, "X", None)
+        ones = np.ones(self.d)
+        if X is None or X.ndim != 2 or X.shape[1] != self.d or X.shape[0] < 2:
+            return ones
+        sigma = np.std(X, axis=0)
+        live = sigma > 0
+        if not live.any():
+            return ones
+        if np.all((sigma[live] <= self.COORDINATE_SCALE_WITHIN) & (sigma[live] >= 1 / self.COORDINATE_SCALE_WITHIN)):
+            return ones
+        c = ones.copy()
+        c[live] = np.exp2(-np.round(np.log2(sigma[live])))
+        return c
+
     # ---------------------------------------------------------- evaluation
     def check_metric(self, M, name="M", psd_tol=1e-8):
         """Return ``M`` symmetrised as float64 after checking its shape and PSD-ness."""
-        M = np.asarray(M, dtype=np.float64)
+        M = as_real_array(M, name, f"a finite ({self.d}, {self.d}) array of numbers")
         if M.shape != (self.d, self.d):
             raise InputError(f"{name} must have shape ({self.d}, {self.d}) for data with {self.d} features; got {M.shape}.")
         if not np.all(np.isfinite(M)):

@@ -75,7 +75,8 @@ class LMNNProblem(Problem):
         Push weight; the pull term has weight ``1 - mu``.
     target_neighbors : (n, k) int array, optional
         Default: the ``k`` nearest same-class points by Euclidean distance in ``X``
-        (self excluded, ties broken by the lower index).
+        (self excluded, ties broken by the lower index). When given, its number of columns
+        (at least 1) is ``k``, and classes need only two points (not ``k + 1``).
     regularizer : Term or list of Term, optional
         E.g. ``metricopt.terms.Frobenius(lam)`` or ``metricopt.terms.Trace(lam)``.
     search : {"auto", "brute", "tree"}, default "auto"
@@ -105,7 +106,9 @@ class LMNNProblem(Problem):
         self.search = check_choice(search, "search", ("auto", "brute", "tree"))
         #: per-anchor weights (float64, shape (n,)), or ``None``: unweighted
         self.sample_weight = check_sample_weight(sample_weight, self.n)
-        self.classes_, _ = check_classes(self.y, self.k, self.method)
+        # explicit target neighbours define k (their number of columns): the class sizes the default search
+        # needs (k + 1 points per class) do not apply to them
+        self.classes_, _ = check_classes(self.y, self.k if target_neighbors is None else None, self.method)
         if target_neighbors is None:
             if self._use_tree(self.X.shape[1]):
                 from ..balltree import tree_target_neighbors
@@ -117,6 +120,11 @@ class LMNNProblem(Problem):
             T = np.asarray(target_neighbors)
             if T.ndim != 2 or T.shape[0] != self.n:
                 raise InputError(f"target_neighbors must have shape (n, k) = ({self.n}, k); got {T.shape}.")
+            if T.shape[1] == 0:
+                raise InputError(f"target_neighbors has shape {T.shape}: 0 target neighbours per point, which leaves "
+                                 "LMNN without pull or push terms (its optimum would be 0 at M = 0). Give every point "
+                                 "at least one same-class target neighbour (k >= 1 columns), or leave "
+                                 "target_neighbors=None.")
             if T.dtype.kind not in "iu":
                 raise InputError(f"target_neighbors must hold integer indices in [0, {self.n - 1}]. Got dtype "
                                  f"{T.dtype}; pass an integer array (or leave target_neighbors=None).")

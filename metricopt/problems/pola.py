@@ -6,7 +6,7 @@ import cvxpy as cp
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._validation import _py, check_pairs, check_real, check_y
+from .._validation import _py, as_real_array, check_pairs, check_real, check_y
 from ..constraints import labels_to_pairs
 from ..errors import InputError
 from ..protocols import Geometry, GeometryKind
@@ -98,6 +98,8 @@ class POLAProblem(Problem):
             if pair_labels is None:
                 raise InputError("pairs were given without pair_labels; pass pair_labels with +1 (similar) or -1 (dissimilar).")
         self.pairs = check_pairs(pairs, self.n, "pairs")
+        if np.iscomplexobj(pair_labels):
+            as_real_array(pair_labels, "pair_labels", "+1 (similar) or -1 (dissimilar) for each pair")  # raises
         try:
             lab = np.asarray(pair_labels, dtype=np.float64).ravel()
         except (TypeError, ValueError):

@@ -34,7 +34,8 @@ import math
 import cvxpy as cp
 import numpy as np
 
-from .._validation import check_real
+from .._validation import as_real_array, check_real
+from ..errors import InputError
 from ..protocols import DualPiece
 
 
@@ -82,8 +83,6 @@ def register(cls):
 def term_from_config(config):
     """The term described by ``config`` (the dict of :meth:`Term.config`); an unknown name or
     arguments the class does not take raise :class:`~metricopt.errors.InputError`."""
-    from ..errors import InputError
-
     if not isinstance(config, dict) or "term" not in config:
         raise InputError(f"a term's configuration must be a dict with a 'term' name; got {config!r}.")
     args = {k: v for k, v in config.items() if k != "term"}
@@ -170,7 +169,14 @@ class Linear(Term):
     """``<P, M> = trace(P M)`` for a fixed symmetric matrix ``P``."""
 
     def __init__(self, P, name="linear"):
-        self.P = np.asarray(P, dtype=np.float64)
+        P = as_real_array(P, "P", "a finite square matrix of real numbers")
+        if P.ndim != 2 or P.shape[0] != P.shape[1]:
+            raise InputError(f"Linear's P must be a finite square (d, d) matrix; got shape {P.shape}.")
+        if not np.all(np.isfinite(P)):
+            n_bad = int(P.size - np.count_nonzero(np.isfinite(P)))
+            raise InputError(f"Linear's P contains {n_bad} NaN or infinite entries; it must be a finite square "
+                             "(d, d) matrix: remove or replace them.")
+        self.P = P
         self.name = name
 
     def value(self, problem, V):
@@ -283,7 +289,7 @@ class HalfSquare(Term):
 
     def __init__(self, var="b", weight=1.0):
         self.var = var
-        self.weight = float(weight)
+        self.weight = check_real(weight, "weight", low=0.0)  # convex for weight >= 0 only
 
     def value(self, problem, V):
         return 0.5 * self.weight * float(V[self.var]) ** 2
@@ -335,8 +341,8 @@ class TripletHinge(Term):
     DENSE_MAX_N = 4096
 
     def __init__(self, weight, margin=0.1):
-        self.weight = float(weight)
-        self.margin = float(margin)
+        self.weight = check_real(weight, "weight", low=0.0)  # convex for weight >= 0 only
+        self.margin = check_real(margin, "margin", low=0.0)
 
     def value(self, problem, V):
         if self.weight == 0.0:
@@ -547,6 +553,34 @@ class TripletHinge(Term):
         return f"TripletHinge(weight={self.weight:g})"
 
 
+def _whitened_variable(problem, V):
+    r"""MMC's whitened program on the exact backend: the PSD variable ``Z`` (``r x r``) with ``M = T Z T^T``,
+    or ``None`` when the problem solves for ``M`` as written.
+
+    A problem over a similar-pair budget may declare ``budget_whitening() -> (T, T^+)`` (``T^T S T = I`` on
+    the data's range, :func:`metricopt.problems.mmc.budget_range`); where it returns a pair, the conic solver
+    works on ``Z``, whose budget is :math:`\langle T^\top S T, Z\rangle \approx \operatorname{trace} Z`, instead
+    of on ``M``, whose optimum has entries of order ``cond(S)`` that cancel in every distance (correlated
+    features: the interior-point solver then stops short of the optimum, e.g. -89.74 where it is -92.61).
+    ``V``'s entries for ``M`` become expressions of ``Z`` (computed in float64 from ``Z``'s value, so
+    the returned metric is ``T Z T^T`` to rounding), and ``V["_Z"]``, ``V["_T"]`` let the budget constraint
+    use ``Z`` too. Created once per program (the first caller)."""
+    if "_Z" in V:
+        return V["_Z"]
+    get = getattr(problem, "budget_whitening", None)
+    pair = None if get is None or "_M" not in V or problem.geometry.diagonal else get()
+    V["_Z"] = None
+    if pair is None:
+        return None
+    T = np.asarray(pair[0], dtype=np.float64)
+    Z = cp.Variable((T.shape[1], T.shape[1]), PSD=True, name="Z")
+    M = T @ Z @ T.T
+    c = np.asarray(problem.coordinate_scale(), dtype=np.float64)
+    V.update({"_Z": Z, "_T": T, "M": M, "Mvec": cp.vec(M, order="C"),
+              "_M": cp.multiply(float(problem.var_scale) / np.outer(c, c), M)})
+    return Z
+
+
 @register
 class SqrtDistances(Term):
     """``weight * sum_{(a,b) in pairs} sqrt(d_M(x_a, x_b))`` (MMC's objective with weight -1).
@@ -556,7 +590,7 @@ class SqrtDistances(Term):
 
     def __init__(self, pairs, weight=-1.0):
         self.pairs = np.asarray(pairs, dtype=np.int64)
-        self.weight = float(weight)
+        self.weight = check_real(weight, "weight")
         self.convex = self.weight <= 0
 
     def distances(self, problem, M):
@@ -569,7 +603,12 @@ class SqrtDistances(Term):
         # u_l <= sqrt(t_l) as the 3-d second-order cone ||(2 u_l, t_l - 1)|| <= t_l + 1, where
         # t_l = cone_scale * d_M is the distance in the solver's O(1) scale; sqrt(d_M) = u_l / sqrt(cone_scale)
         sc = float(V.get("cone_scale", 1.0))
-        t = problem.pair_rows(self.pairs[:, 0], self.pairs[:, 1]) @ V["Mvec"] * sc
+        Z = _whitened_variable(problem, V)
+        if Z is None:
+            t = problem.pair_rows(self.pairs[:, 0], self.pairs[:, 1]) @ V["Mvec"] * sc
+        else:  # d_M = (T^T (x_a - x_b))^T Z (T^T (x_a - x_b)), the whitened differences formed in float64 first
+            E = _pair_differences(problem, self.pairs) @ V["_T"]
+            t = cp.sum(cp.multiply(E @ Z, E), axis=1) * sc
         u = cp.Variable(len(self.pairs), name="sqrt_d")
         return self.weight * cp.sum(u) / np.sqrt(sc), [cp.SOC(t + 1, cp.vstack([2 * u, t - 1]), axis=0)]
 
@@ -629,7 +668,7 @@ class PairHinge(Term):
     def __init__(self, pairs, labels, C):
         self.pairs = np.asarray(pairs, dtype=np.int64)
         self.labels = np.asarray(labels, dtype=np.float64)
-        self.C = float(C)
+        self.C = check_real(C, "C", low=0.0)
 
     def margins(self, problem, V):
         d = problem.pair_distances(self.pairs[:, 0], self.pairs[:, 1], V["M"])

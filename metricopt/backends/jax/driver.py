@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from ..._deadline import Budget, deadline
 from ...certify.certificate import Verdict
 from ...certify.policy import decide_status
 from ...errors import InputError
@@ -56,6 +57,9 @@ SHRINK_ABOVE = 1 << 14
 SHRINK_WORK = 1e9
 #: the re-check interval grows up to this multiple of ``check_every`` (solvers with adaptive checks)
 MAX_CHECK_FACTOR = 8
+#: under a ``time_limit``: a certificate before the end may run its conic programs for this share of the seconds
+#: left (the closing one until the budget's ``certify_by``, :mod:`metricopt._deadline`)
+MID_CERTIFY_SHARE = 0.5
 
 _NO_PIECE = DualPiece()
 
@@ -85,13 +89,16 @@ def _certifiable(problem):
 class Run:
     """One solve of the JAX backend (see the module docstring); ``Run(...).run()`` returns the Solution."""
 
-    def __init__(self, problem, setup, terms, Z0, solver, opts, mesh=None):
+    def __init__(self, problem, setup, terms, Z0, solver, opts, mesh=None, t0=None):
         import jax.numpy as jnp
 
         self.problem, self.setup, self.terms, self.solver, self.opts = problem, setup, terms, solver, opts
         self.factor = setup.factor  # non-convex: stationarity instead of certificates
         self.certifiable = self.factor or _certifiable(problem)  # else: first-order optimality, 'uncertified'
-        self.t0 = time.perf_counter()
+        self.t0 = time.perf_counter() if t0 is None else t0  # the solve's start (its set-up before this Run counts)
+        # time_limit: the soft deadline ends the iterations, the hard one (the promise) bounds what ends the solve
+        self.budget = Budget.start(opts.time_limit, self.t0)
+        self.chunk_rate, self.recheck_time = None, 0.0  # seconds per iteration of the last chunk, of the last re-check
         self.term_classes = tuple(type(t) for t in terms)
         self.roles = tuple((t.dual_piece(problem) or _NO_PIECE).loss for t in terms)
         self.data = tuple({k: jnp.asarray(v) for k, v in t.jax_data(problem).items()} for t in terms)
@@ -142,10 +149,16 @@ class Run:
 
     # ------------------------------------------------------------------ the loop
     def run(self):
+        with self.budget.running():
+            return self._run()
+
+    def _run(self):
         status, message = None, ""
         while True:
             V = self.setup.to_point(self.Z)
+            tr = time.perf_counter()
             actives, sizes, obj, new_viol, exploded = self.recheck(V)
+            self.recheck_time = time.perf_counter() - tr
             if (self.factor or not self.certifiable) and not exploded:
                 self.last_probe = self.probe(actives)
             if self.rolled_back(exploded, obj):
@@ -159,8 +172,7 @@ class Run:
                 self.best = (obj, V, self.it)
             self.current = (obj, V, self.it)
             now = time.perf_counter()
-            done = self.it >= self.opts.max_iter or (self.opts.time_limit is not None
-                                                    and now - self.t0 >= self.opts.time_limit)
+            done = self.it >= self.opts.max_iter or self.budget.expired(now)
             entry = {"iteration": self.it, "time": now - self.t0, "objective": obj, "active_set": sizes,
                      "new_violators": new_viol, "smoothing": float(self.state["s"]) if self.smoothed else 0.0,
                      "rel_gap": None}
@@ -262,11 +274,17 @@ class Run:
         return now > start + 1e-12 * abs(start)
 
     # ------------------------------------------------------------------ certificate or stationarity
-    def _certify(self, V):
+    def _certify(self, V, final=False):
+        """The certificate of ``V``; under a ``time_limit`` its conic programs stop by the budget's ``certify_by``
+        (``final``: it ends the solve) or after :data:`MID_CERTIFY_SHARE` of the seconds left."""
         from ...certify import certify
 
         tc = time.perf_counter()
-        cert = certify(self.problem, V["M"], tol=self.opts.tol, **{k: V[k] for k in self.extras})
+        at = None
+        if self.budget.limited:
+            at = self.budget.certify_by if final else tc + MID_CERTIFY_SHARE * max(self.budget.left(tc), 0.0)
+        with deadline(at):
+            cert = certify(self.problem, V["M"], tol=self.opts.tol, **{k: V[k] for k in self.extras})
         self.last_cert = time.perf_counter() - tc
         self.cert_end = time.perf_counter()
         self.cert_time += self.last_cert
@@ -295,8 +313,12 @@ class Run:
             # an expensive certificate (e.g. POLA's restricted dual program) waits until the iterations
             # since the last one took CERTIFY_SHARE times as long: certificates stay a bounded share of the time
             due = now - self.cert_end >= CERTIFY_SHARE * self.last_cert
-        if due or done or self.online:
-            self.cert = self._certify(V)
+        if done and self.budget.limited and self.best is not None and self.best[1] is not V:
+            due = False  # out of time: only the returned (best) iterate is certified, by result()
+        elif done:
+            due = True
+        if due or self.online:
+            self.cert = self._certify(V, final=done)
             self.cert_it, self.cert_V = self.it, V
             entry["rel_gap"] = self.cert.rel_gap
         entry["certify_time"] = self.cert_time
@@ -374,7 +396,9 @@ class Run:
         if done:
             if it >= self.opts.max_iter:
                 return Status.ITERATION_LIMIT, f"stopped after {it} {'passes' if self.online else 'iterations'}"
-            return Status.ITERATION_LIMIT, f"time limit {self.opts.time_limit:g}s reached after {it} iterations"
+            limit = ("the enclosing solve's deadline" if self.opts.time_limit is None
+                     else f"time limit {self.opts.time_limit:g}s")
+            return Status.TIME_LIMIT, f"{limit} reached after {it} iterations"
         return None, ""
 
     # ------------------------------------------------------------------ one chunk
@@ -394,11 +418,17 @@ class Run:
         if self.it > 0:
             self.state = solver.between_chunks(self.state, self.smoothed)
         steps = 1 if self.online else min(self.interval, opts.max_iter - self.it)
+        left = self.budget.left()
+        if left is not None and self.chunk_rate and not self.online:
+            # a time limit: no longer a chunk than the seconds left (less the next re-check) hold at the last rate
+            steps = max(1, min(steps, int((left - self.recheck_time) / self.chunk_rate)))
         Z_prev = self.Z
         self.prev, self.prev_prev_sizes = (self.Z, self.state, obj), dict(self.prev_sizes)
+        tc = time.perf_counter()
         self.state = run_chunk(solver, self.term_classes, self.geometry, self.data, self.gdata, tuple(actives),
                                self.state, jnp.asarray(steps, jnp.int32), self.roles)
         self.Z = np.array(self.state["M"], dtype=np.float64)
+        self.chunk_rate = (time.perf_counter() - tc) / steps  # the first chunk's includes compiling the loop
         self.it = self.state_iters = int(self.state["iterations"])
         self.unchanged = self.unchanged + 1 if np.array_equal(self.Z, Z_prev) else 0
         if self.unchanged < STALL_CHUNKS:
@@ -418,7 +448,7 @@ class Run:
                                             f"{opts.tol:.1e}; no certificate exists for this problem's terms)")
         # certify the last iterate before stopping
         V = self.setup.to_point(self.Z)
-        self.cert, self.cert_V, self.cert_it = self._certify(V), V, self.it
+        self.cert, self.cert_V, self.cert_it = self._certify(V, final=True), V, self.it
         return Status.OPTIMAL_INACCURATE, message
 
     # ------------------------------------------------------------------ results
@@ -430,7 +460,14 @@ class Run:
         else:
             V_out, it_out = self.stopped if status is Status.EARLY_STOPPED else self.best[1:]
             if self.cert_V is None or V_out is not self.cert_V:
-                self.cert = self._certify(V_out)
+                if self.budget.limited and time.perf_counter() + self.recheck_time > self.budget.hard:
+                    # the certificate searches every triplet like a re-check: not within the time limit
+                    self.cert = None
+                    message += (f"; certificate skipped: the time limit leaves less than a search of all triplets "
+                                f"takes ({self.recheck_time:.2g} s)")
+                else:
+                    self.cert = self._certify(V_out, final=True)
+                self.cert_V, self.cert_it = V_out, it_out
             status, note = decide_status(status, self.cert)
             if note:
                 message += f"; {note}"
@@ -440,15 +477,16 @@ class Run:
                             stats={"time": time.perf_counter() - self.t0, "iterations": self.it,
                                    "history": self.history},
                             message=f"{status.message} ({message})")
-        message += f"; certified relative gap {cert.rel_gap:.2e}"
-        if cert.verdict is Verdict.INFEASIBLE:
-            message += f" (the iterate is infeasible: {cert.details.get('reason', '')})"
+        if cert is not None:
+            message += f"; certified relative gap {cert.rel_gap:.2e}"
+            if cert.verdict is Verdict.INFEASIBLE:
+                message += f" (the iterate is infeasible: {cert.details.get('reason', '')})"
         stats = {
             "time": time.perf_counter() - self.t0,
             "iterations": self.it,
             "best_iteration": it_out,
             "evaluations": int(state["evals"]),
-            "certificate_rel_gap": cert.rel_gap,
+            "certificate_rel_gap": None if cert is None else cert.rel_gap,
             "certify_time": self.cert_time,
             "certify_calls": self.cert_calls,
             "active_set_size": self.history[-1]["active_set"] if self.history else 0,

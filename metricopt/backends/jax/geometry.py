@@ -18,7 +18,9 @@ and ``V["b"]`` for POLA) and :meth:`Geometry.pack_grad` maps the terms' gradient
     ``PRECONDITION_FLOOR`` times their mean are raised to it (``P`` singular: directions no pull
     spans are left unscaled rather than blown up).
 ``"budget"`` (MMC)
-    ``M = T Z T`` with ``T = S^{-1/2}`` for the similar-pair scatter ``S``, so that the
+    ``M = T Z T^T`` with ``T = S^{-1/2}`` for the similar-pair scatter ``S`` (or the problem's own
+    ``budget_whitening()``: MMC's ``T`` with ``T^T S T = I`` on the data's range, for a scatter singular
+    there but bounded, e.g. a constant or duplicated column, or ill-conditioned), so that the
     budget ``<S, M> <= 1`` becomes ``trace(Z) <= 1``: the feasible set
     ``{Z PSD, trace Z <= 1}`` has an exact projection (the eigenvalues projected onto
     ``{lambda >= 0, sum lambda <= 1}``), where Xing et al. (NIPS 2002) alternate
@@ -99,7 +101,10 @@ class Geometry:
                 L = a[:, None] * np.eye(a.shape[0])  # diag(a), with numpy or JAX arrays alike
                 return {"M": L * a[None, :], "L": L}
             return {"M": Z.T @ Z, "L": Z}
-        if self.kind == "budget" or self.scaled:
+        if self.kind == "budget":
+            T = gdata["T"]
+            return {"M": T @ Z @ T.T}
+        if self.scaled:
             T = gdata["T"]
             return {"M": T @ Z @ T}
         if self.kind == "threshold":
@@ -119,7 +124,11 @@ class Geometry:
             G = 2.0 * Z @ (0.5 * (GM + GM.T))
             return G if GL is None else G + GL
         GM = grads.get("M", jnp.zeros_like(Z if self.kind != "threshold" else Z[:-1, :-1]))
-        if self.kind == "budget" or self.scaled:
+        if self.kind == "budget":
+            T = gdata["T"]
+            G = T.T @ GM @ T  # MMC's whitener need not be symmetric
+            return jnp.diag(jnp.diag(G)) if self.diagonal else G
+        if self.scaled:
             T = gdata["T"]
             G = T @ GM @ T
             return jnp.diag(jnp.diag(G)) if self.diagonal else G
@@ -175,17 +184,7 @@ class Setup:
                 self.gdata = {"T": T[0], "Tinv": T[1]}
                 scaled = True
         if geo.kind is GeometryKind.BUDGET:
-            S = geo.budget
-            if geo.diagonal:
-                s = np.diag(S)
-                if np.any(s <= 1e-12 * max(s.max(), 1e-300)):
-                    raise InputError(_singular_budget_message(problem))
-                self.gdata = {"T": np.diag(s ** -0.5), "Tinv": np.diag(s ** 0.5)}
-            else:
-                w, U = np.linalg.eigh(S)
-                if w[0] <= 1e-12 * max(w[-1], 1e-300):
-                    raise InputError(_singular_budget_message(problem))
-                self.gdata = {"T": (U * w ** -0.5) @ U.T, "Tinv": (U * w ** 0.5) @ U.T}
+            self.gdata = _budget_whitening(problem, geo)
         self.geometry = Geometry(geo.kind.value, geo.diagonal, scaled)
 
     @property
@@ -215,7 +214,7 @@ class Setup:
             budget = float(np.sum(self.declared.budget * M))
             if budget <= 0:
                 raise InputError("init must have a positive similar-pair budget <S, M> for MMC.")
-            Z = self.gdata["Tinv"] @ (M / budget) @ self.gdata["Tinv"]
+            Z = self.gdata["Tinv"] @ (M / budget) @ self.gdata["Tinv"].T
             return np.diag(np.diag(Z)) if self.declared.diagonal else 0.5 * (Z + Z.T)
         if self.geometry.scaled:
             Z = self.gdata["Tinv"] @ M @ self.gdata["Tinv"]
@@ -271,6 +270,37 @@ def pull_preconditioner(problem, min_condition=1.0):
         return None
     w = np.maximum(w / mean, PRECONDITION_FLOOR)
     return (U * w ** -0.5) @ U.T, (U * w ** 0.5) @ U.T
+
+
+def _budget_whitening(problem, geo):
+    """``{"T": T, "Tinv": T^+}`` (both ``d x d``) with ``M = T Z T^T`` mapping ``{Z PSD, trace Z <= 1}`` onto the
+    budget set: the problem's own ``budget_whitening()`` where it declares one (MMC: ``T^T S T = I`` on the data's
+    range, which handles a similar scatter that is singular there but bounded, and an ill-conditioned one; the
+    ``d x r`` whitener is padded with zero columns, so ``Z`` keeps the shape ``d x d`` and its last ``d - r`` rows and
+    columns stay 0), else ``S^{-1/2}`` (diagonal: ``diag(S)^{-1/2}``, features with ``S_jj = 0`` weighted 0: the
+    problem, having been constructed, is bounded, so no dissimilar pair differs along them)."""
+    S = geo.budget
+    d = S.shape[0]
+    get = getattr(problem, "budget_whitening", None)
+    pair = None if get is None or geo.diagonal else get()
+    if pair is not None:
+        T, Tinv = (np.asarray(a, dtype=np.float64) for a in pair)
+        r = T.shape[1]
+        Td, Tinvd = np.zeros((d, d)), np.zeros((d, d))
+        Td[:, :r], Tinvd[:r] = T, Tinv
+        return {"T": Td, "Tinv": Tinvd}
+    if geo.diagonal:
+        s = np.diag(S).copy()
+        live = s > 0
+        if not live.any():
+            raise InputError(_singular_budget_message(problem))
+        t = np.zeros(d)
+        t[live] = s[live] ** -0.5
+        return {"T": np.diag(t), "Tinv": np.diag(np.sqrt(np.maximum(s, 0.0)))}
+    w, U = np.linalg.eigh(S)
+    if w[0] <= 1e-12 * max(w[-1], 1e-300):
+        raise InputError(_singular_budget_message(problem))
+    return {"T": (U * w ** -0.5) @ U.T, "Tinv": (U * w ** 0.5) @ U.T}
 
 
 def _singular_budget_message(problem):
