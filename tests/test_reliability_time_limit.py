@@ -97,6 +97,17 @@ def test_exact_backend_skips_the_first_order_start_it_has_no_time_for(digits20, 
     assert sol.stats["init"] == "identity"
 
 
+def test_a_round_that_cannot_compile_in_time_returns_the_start(digits20, monkeypatch):
+    """When compiling the program alone would end past the promised time, no conic solve is started: the start
+    comes back (MMC's identity scaled onto its budget), certified, with status ``time_limit`` and the reason."""
+    monkeypatch.setattr(cvxpy_backend, "COMPILE_SECONDS_PER_SCALAR", 1.0)
+    problem = _problem("MMC", digits20, 60)
+    sol, wall = _timed(lambda: problem.solve(backend="cvxpy", time_limit=LIMIT))
+    _check(sol, wall)
+    assert sol.status is Status.TIME_LIMIT and "returned the start (identity) unsolved" in sol.message
+    assert float(np.sum(problem.geometry.budget * sol.M)) <= 1.0 + 1e-12 and sol.certificate is not None
+
+
 def test_cccp_keeps_the_time_limit(digits20):
     from metricopt.latent import cccp
 

@@ -63,15 +63,20 @@ TIME_OPTION = {"SCS": "time_limit_secs", "CLARABEL": "time_limit"}
 #: built with it): SCS's time limit does not cover its set-up, and Pardiso's took 50 s on MMC over 200 digits
 #: points (PCA-20) where QDLDL's took 3.2 s, at about the same cost per iteration (measured with SCS 3.3.1)
 SCS_TIMED_LINEAR_SOLVER = "qdldl"
-#: SCS's set-up (the factorisation no time limit interrupts) is taken off the time it is given, estimated as
-#: this multiple of the program's compilation time (measured on MMC / POLA / LMNN over 100-200 digits points:
-#: set-up 0.8 to 1.5 times the compilation, LMNN's far less)
-SCS_SETUP_PER_COMPILE = 1.5
-#: a working-set round is not started (round 1: the start is returned) when compiling and setting up its program
-#: would not end before the promised time: estimated at this many seconds per scalar of the program's data
-#: (cvxpy's ``size_metrics.num_scalar_data``; measured 0.14-1.1 us on 2 loaded cores, the most on MMC over 200
-#: points, 7.2e6 scalars: 4.5 s compiling, 3.5 s set-up)
-SETUP_SECONDS_PER_SCALAR = 1.2e-6
+#: the solver's set-up (its first factorisation, which neither SCS's nor Clarabel's time limit interrupts) is taken
+#: off the time it is given, estimated as this multiple of the program's compilation time (measured on MMC / POLA /
+#: LMNN over 100-200 digits points: set-up 0.75 to 1.5 times the compilation, LMNN's far less; Clarabel on MMC over
+#: 200 points: 4.4 s compiling, then 3.3 s before its first iteration)
+SETUP_PER_COMPILE = 1.5
+#: under a ``time_limit``, SCS keeps its scale updates (each a new factorisation, about as long as its set-up) while
+#: the time left is at least this many set-ups; below that it runs without them (``adaptive_scale=False``)
+SCS_REFACTOR_ROOM = 4.0
+#: a working-set round is not started (round 1: the start is returned) when compiling its program would not end
+#: before the promised time, estimated at this many seconds per scalar of the program's data (cvxpy's
+#: ``size_metrics.num_scalar_data``; measured 0.14-0.75 us on 2 cores, the most with the other core busy: POLA over
+#: 100 digits points, 2e6 scalars, 1.5 s), nor its solver run when its set-up (SETUP_PER_COMPILE times the
+#: compilation just measured) would not end before it
+COMPILE_SECONDS_PER_SCALAR = 1e-6
 
 _STATUS = {
     cp.OPTIMAL: Status.OPTIMAL,
@@ -186,10 +191,16 @@ def _scs_has_linear_solver():
     return hasattr(scs, "LinearSolver")
 
 
+class _OutOfTime(Exception):
+    """A time-limited round that cannot compile or set up its program before the promised time (its message
+    says which)."""
+
+
 def _run(prog, solver, kw, verbose, budget=None):
     """Solve ``prog``; returns ``(status, message)``. Under a time-limited ``budget`` the program is compiled
-    first and the solver then gets the seconds left to the budget's soft deadline (at least
-    :data:`MIN_SOLVER_SECONDS`) as its own time limit (:data:`TIME_OPTION`); a stop on it is ``time_limit``."""
+    first and the solver then gets the seconds left to the budget's soft deadline, less its estimated set-up (at
+    least :data:`MIN_SOLVER_SECONDS`), as its own time limit (:data:`TIME_OPTION`); a stop on it is ``time_limit``.
+    Raises :class:`_OutOfTime`, the solver not run, when that set-up would end past the budget's hard deadline."""
     limit = None
     try:
         with warnings.catch_warnings():
@@ -199,13 +210,24 @@ def _run(prog, solver, kw, verbose, budget=None):
                 prog.solve(solver=solver, verbose=verbose, **kw)
             else:
                 # compile, then give the solver what is left (cvxpy's documented three steps of Problem.solve),
-                # less SCS's set-up, which its limit does not cover (SCS_SETUP_PER_COMPILE)
+                # less its set-up, which its limit does not cover (SETUP_PER_COMPILE)
                 tc = time.perf_counter()
                 data, chain, inverse = prog.get_problem_data(solver, verbose=verbose, solver_opts=dict(kw))
-                setup = SCS_SETUP_PER_COMPILE * (time.perf_counter() - tc) if solver == "SCS" else 0.0
-                limit = max(budget.left() - setup, MIN_SOLVER_SECONDS)
+                setup = SETUP_PER_COMPILE * (time.perf_counter() - tc)
+                if time.perf_counter() + setup > budget.hard:
+                    raise _OutOfTime(f"setting up {solver} on the compiled program would take about {setup:.2g} s")
+                left, extra = budget.left(), {}
+                if solver == "SCS":
+                    # SCS factors its matrix again at each update of its scale, between two checks of its time
+                    # limit (POLA over 200 digits points, a 2.2 s limit: 5.1 s of iterations; without the updates
+                    # 2.2 s): leave room for one, or go without them where one would take much of the time
+                    if SCS_REFACTOR_ROOM * setup <= left:
+                        setup *= 2.0
+                    else:
+                        extra["adaptive_scale"] = False
+                limit = max(left - setup, MIN_SOLVER_SECONDS)
                 raw = chain.solve_via_data(prog, data, warm_start=False, verbose=verbose,
-                                           solver_opts={**kw, TIME_OPTION[solver]: limit})
+                                           solver_opts={**kw, **extra, TIME_OPTION[solver]: limit})
                 prog.unpack_results(raw, chain, inverse)
     except cp.error.SolverError as exc:
         return Status.ERROR, f"{solver} failed: {exc}"
@@ -332,10 +354,12 @@ def solve(problem, **options):
     time_limit : float, optional
         Wall-clock seconds for the whole call, certificate included: it returns within
         ``max(1.25 time_limit, time_limit + 2 s)`` (:mod:`metricopt._deadline`). The conic solver gets
-        the seconds left as its own limit (SCS ``time_limit_secs``, Clarabel ``time_limit``); no
-        working-set round starts once they are spent, or when the last round's compilation and set-up
-        (which no limit interrupts) would not fit; ``init="auto"`` takes its first-order start only
-        with :data:`FIRST_ORDER_MIN_SECONDS` left. The result is then the last round's metric with
+        the seconds left, less its estimated set-up, as its own limit (SCS ``time_limit_secs``, with
+        QDLDL; Clarabel ``time_limit``); no working-set round starts once they are spent, or when the
+        last round's compilation and set-up (which no limit interrupts) would not fit, and none is
+        compiled or set up when that alone would end past the promised time (in round 1 the start is
+        then returned, unsolved); ``init="auto"`` takes its first-order start only with
+        :data:`FIRST_ORDER_MIN_SECONDS` left. The result is then the last round's metric with
         status ``time_limit``, or ``optimal`` where its certificate proves it (the certificate's own
         conic programs are bounded by the limit too, so it may be looser than without one; it is
         skipped, with a note, when the last search of all triplets says it cannot finish in time).
@@ -349,8 +373,9 @@ def solve(problem, **options):
     with budget.running():
         sol, search_time = _solve(problem, opts, budget)
     certify = opts.certify
-    if budget.limited and certify is not None and certify is not False and sol.M is not None:
+    if budget.limited and certify is not None and certify is not False and sol.M is not None and search_time > 0:
         # the certificate searches every triplet again: skip it, saying so, when the last search would not fit
+        # (its conic programs, if any, are bounded by the deadline in force, and skipped once it has passed)
         if time.perf_counter() + search_time > budget.hard:
             certify = None
             sol.message += (f"; certificate skipped: the time limit leaves less than the last search of all "
@@ -399,19 +424,20 @@ def _solve(problem, opts, budget):
         rounds += 1
         tr = time.perf_counter()
         prog, V = build_program(problem, sets, solver)
-        if budget.limited:
-            setup = SETUP_SECONDS_PER_SCALAR * float(prog.size_metrics.num_scalar_data)
-            if time.perf_counter() + setup > budget.hard:
-                # compiling and setting up this program alone would break the promise: keep the point at hand
-                status = Status.TIME_LIMIT
-                message = (f"{limit_text}: compiling and setting up working-set round "
-                           f"{rounds}'s program would take about {setup:.2g} s, more than is left")
-                if Vval is None:
-                    Vval = _start_point(problem, V0)
-                    message += (f"; returned the start ({start}) unsolved" if Vval is not None
-                                else "; the start is infeasible, no metric")
-                break
-        status, message = _run(prog, solver, kw, verbose and rounds == 1, budget)
+        try:
+            if budget.limited:
+                compile_time = COMPILE_SECONDS_PER_SCALAR * float(prog.size_metrics.num_scalar_data)
+                if time.perf_counter() + compile_time > budget.hard:
+                    raise _OutOfTime(f"compiling the program would take about {compile_time:.2g} s")
+            status, message = _run(prog, solver, kw, verbose and rounds == 1, budget)
+        except _OutOfTime as exc:
+            # this round alone would break the promise: keep the point at hand (round 1: the start, unsolved)
+            status, message = Status.TIME_LIMIT, f"{limit_text}: in working-set round {rounds}, {exc}, more than is left"
+            if Vval is None:
+                Vval = _start_point(problem, V0)
+                message += (f"; returned the start ({start}) unsolved" if Vval is not None
+                            else "; the start is infeasible, no metric")
+            break
         st = prog.solver_stats
         iters += int(st.num_iters or 0) if st is not None else 0
         # the round's time outside the solver's iterations: building, compiling, the solver's set-up
