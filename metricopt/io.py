@@ -238,6 +238,16 @@ def _file_kind(mode: int) -> str:
     return "not a regular file"
 
 
+def _lstat_mode(path, what):
+    """``os.lstat(path).st_mode``, ``None`` when nothing is there, :class:`InputError` naming ``what`` otherwise."""
+    try:
+        return os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InputError(f"cannot write {what}: {exc.strerror or exc}.") from None
+
+
 def check_destination(path: FilePath, follow_symlinks: bool = False) -> pathlib.Path:
     """The file a write to ``path`` may replace, or :class:`~metricopt.errors.InputError`.
 
@@ -263,12 +273,9 @@ def check_destination(path: FilePath, follow_symlinks: bool = False) -> pathlib.
     """
     path = _as_path(path, "writing a file", InputError)
     name = str(path)
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
+    mode = _lstat_mode(path, repr(name))
+    if mode is None:
         return path
-    except OSError as exc:
-        raise InputError(f"cannot write {name!r}: {exc.strerror or exc}.") from None
     if stat.S_ISLNK(mode):
         target = os.readlink(path)
         if not follow_symlinks:
@@ -276,13 +283,8 @@ def check_destination(path: FilePath, follow_symlinks: bool = False) -> pathlib.
                              "a link only on request: pass follow_symlinks=True to replace the link's target, or give "
                              "the target's path (or another file name).")
         real = pathlib.Path(os.path.realpath(path))
-        try:
-            mode = os.lstat(real).st_mode
-        except FileNotFoundError:
-            return real
-        except OSError as exc:
-            raise InputError(f"cannot write {name!r} (a link to {str(real)!r}): {exc.strerror or exc}.") from None
-        if stat.S_ISREG(mode):
+        mode = _lstat_mode(real, f"{name!r} (a link to {str(real)!r})")
+        if mode is None or stat.S_ISREG(mode):
             return real
         raise InputError(f"cannot write {name!r}: it is a symbolic link to {str(real)!r}, which is "
                          f"{_file_kind(mode)}, not a regular file; metricopt writes only regular files. Give the path "
