@@ -406,3 +406,23 @@ def test_time_limit_stops_the_working_set_loop_between_rounds(iris42):
     assert cut.objective >= full.objective - 1e-9 * abs(full.objective)
     with pytest.raises(InputError, match="time_limit"):
         problem.solve(backend="cvxpy", time_limit=0)
+
+
+@pytest.mark.parametrize("solver, given, passed", [("CLARABEL", None, 500), ("CLARABEL", 1234, 1234),
+                                                   ("SCS", None, 100_000), ("SCS", 777, 777)])
+def test_max_iter_reaches_the_conic_solver_as_given(tiny_lmnn, monkeypatch, solver, given, passed):
+    """No silent cap: the user's max_iter is the solver's (Clarabel's was clamped to 500); the default is
+    the documented DEFAULT_MAX_ITER of each solver."""
+    import cvxpy as cp
+
+    seen = []
+    real = cp.Problem.solve
+
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(cp.Problem, "solve", spy)
+    tiny_lmnn.solve(solver=solver, max_iter=given, certify=None)
+    key = "max_iters" if solver == "SCS" else "max_iter"
+    assert seen and all(kw.get(key) == passed for kw in seen if kw.get("solver") == solver)

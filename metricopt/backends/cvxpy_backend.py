@@ -35,6 +35,8 @@ from ..solution import Solution, Status
 NAME = "cvxpy"
 
 SOLVERS = ("SCS", "CLARABEL")
+#: each conic solver's iteration limit when ``max_iter`` is not given (a given one is passed as it is)
+DEFAULT_MAX_ITER = {"SCS": 100_000, "CLARABEL": 500}
 
 #: largest metric dimension the exact backend accepts
 MAX_DIM = 150
@@ -178,7 +180,7 @@ def _solver_kwargs(solver, tol, max_iter, timed=False):
         if timed and _scs_has_linear_solver():
             kw["linear_solver"] = SCS_TIMED_LINEAR_SOLVER
     else:
-        kw = {"tol_gap_abs": tol, "tol_gap_rel": tol, "tol_feas": tol, "max_iter": min(max_iter, 500)}
+        kw = {"tol_gap_abs": tol, "tol_gap_rel": tol, "tol_feas": tol, "max_iter": max_iter}
     return kw
 
 
@@ -286,7 +288,7 @@ class Options:
 
     solver: str | None = None
     tol: float = 1e-8
-    max_iter: int = 100_000
+    max_iter: int | None = None  # the solver's own default, DEFAULT_MAX_ITER
     max_rounds: int = 100
     working_set: bool = True
     min_add: int = 500
@@ -308,7 +310,8 @@ class Options:
         opts = cls(**given)
         solver = check_choice(str(opts.solver or problem.default_solver).upper(), "solver", SOLVERS)
         return cls(solver=solver, tol=check_real(opts.tol, "tol", low=0.0, low_open=True),
-                   max_iter=check_int(opts.max_iter, "max_iter", low=1),
+                   max_iter=DEFAULT_MAX_ITER[solver] if opts.max_iter is None
+                   else check_int(opts.max_iter, "max_iter", low=1),
                    max_rounds=check_int(opts.max_rounds, "max_rounds", low=1), working_set=bool(opts.working_set),
                    min_add=check_int(opts.min_add, "min_add", low=1), certify=opts.certify, init=opts.init,
                    verbose=bool(opts.verbose),
@@ -327,8 +330,11 @@ def solve(problem, **options):
         cones SCS converges on slowly).
     tol : float
         Solver accuracy (SCS ``eps_abs = eps_rel``; Clarabel gap and feasibility tolerances).
-    max_iter : int
-        Solver iteration limit (Clarabel is capped at 500).
+    max_iter : int, optional
+        The conic solver's iteration limit, passed to it as given. Default :data:`DEFAULT_MAX_ITER`: 100,000
+        for SCS (a first-order method) and 500 for Clarabel (an interior-point method, which normally needs
+        20-60 iterations). A solve that stops at the limit is reported ``iteration_limit`` unless its
+        certificate proves optimality; an inaccurate one is ``optimal_inaccurate`` likewise.
     max_rounds : int
         Working-set rounds (LMNN) before giving up with status ``iteration_limit``.
     working_set : bool
