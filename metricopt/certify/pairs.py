@@ -37,6 +37,7 @@ import scipy.linalg
 from ..linalg import pair_scatter, symmetrize
 from ._dual import solve_small
 from .dual import dual_summary
+from .verified import EPS, gamma
 
 
 def budget_bound(problem, M, variables, summary, feas_tol, tol):
@@ -112,13 +113,7 @@ def mmc_certify(problem, M, feas_tol, tight=1e-7, max_pairs_sdp=5_000, summary=N
 
 
 #: the unit roundoff of float64
-_U = 2.0**-53
-
-
-def _gamma(n):
-    """``n u / (1 - n u)``: the standard bound on the relative rounding of an ``n``-term sum (Higham, *Accuracy and
-    Stability of Numerical Algorithms*, 2nd ed., Sec. 3.1)."""
-    return n * _U / (1.0 - n * _U) if n * _U < 0.5 else np.inf
+_U = EPS / 2
 
 
 class _BudgetMax:
@@ -185,14 +180,14 @@ class _BudgetMax:
             return
         Li = scipy.linalg.solve_triangular(L, np.eye(f), lower=True) if f else L
         k = float(np.linalg.norm(np.abs(Li) @ np.abs(L)))
-        self.rho = 2.0 * _gamma(f + 1) * k * k
+        self.rho = 2.0 * gamma(f + 1) * k * k
         if not np.all(np.isfinite(Li)) or self.rho >= 0.5:
             details["note"] = ("the similar-pair scatter S is too ill-conditioned for a float64 bound: the MMC bound is "
                                "unavailable")
             return
         self.L, self.Li, self.k, self.f = L, Li, k, f
         self.q = np.einsum("md,md->m", *(2 * [np.abs(self.Df) @ np.abs(Li).T]))  # || |L^-1| |Delta_l| ||^2
-        self.gam = 2.0 * _gamma(len(pairs) + f + 3)
+        self.gam = 2.0 * gamma(len(pairs) + f + 3)
 
     def __call__(self, w):
         """The bound at weights ``w`` (``w_l = 1 / (2 c_l)``)."""
@@ -201,7 +196,7 @@ class _BudgetMax:
             if self.unbounded:
                 self.details["note"] = "a feature varies within dissimilar pairs but has S_jj = 0: MMC is unbounded"
                 return np.inf
-            g = s * np.einsum("m,md->d", w, self.D * self.D) * (1 + 2 * _gamma(len(w) + 3)) - self.p
+            g = s * np.einsum("m,md->d", w, self.D * self.D) * (1 + 2 * gamma(len(w) + 3)) - self.p
             g, sj = g[self.live], self.s[self.live]
             return max(0.0, float(np.max(g / sj, initial=0.0)) * (1 + 4 * _U))
         if self.L is None:
@@ -215,7 +210,7 @@ class _BudgetMax:
         err_eig = 4.0 * self.f * _U * float(np.linalg.norm(H))
         err_G = self.gam * (s * float(np.sum(w * self.q)) + float(np.linalg.norm(np.abs(self.Li) @ np.abs(self.P)
                                                                                  @ np.abs(self.Li).T)))
-        grow = (1.0 + 2.0 * _gamma(self.f) * self.k) ** 2
+        grow = (1.0 + 2.0 * gamma(self.f) * self.k) ** 2
         return max(0.0, (max(lam, 0.0) + err_eig + err_G) * grow / (1.0 - self.rho))
 
 
