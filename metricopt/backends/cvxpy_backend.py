@@ -111,14 +111,22 @@ def _unscale(problem, Mvar):
 
 
 def _variables(problem):
-    """CVXPY variables; ``M`` is the solver's variable rescaled (:func:`_unscale`), which keeps its numbers O(1)."""
+    """CVXPY variables. ``M`` is the solver's variable rescaled (:func:`_unscale`), which keeps its numbers O(1),
+    or ``T Z T^T`` over the problem's :meth:`~metricopt.problems.base.Problem.variable_basis` ``T`` (then
+    ``V["_T"] = T`` and ``V["_M"] = Z``, so that terms can form their data in ``Z``'s coordinates)."""
     d = problem.d
+    T = None if problem.geometry.diagonal else problem.variable_basis()
+    blocks = problem.geometry.blocks
     if problem.geometry.diagonal:  # var_scale may be a vector here: one scale per coordinate
         m = cp.Variable(d, nonneg=True, name="m")
         mv = _unscale(problem, m)
         V = {"M": cp.diag(mv), "Mvec": mv, "_M": m}
+    elif T is not None:  # M = T Z T^T, Z PSD: the problem's own well-conditioned coordinates
+        T = np.asarray(T, dtype=np.float64)
+        Z = cp.Variable((T.shape[1], T.shape[1]), PSD=True, name="Z")
+        Mw = T @ Z @ T.T
+        V = {"M": Mw, "Mvec": cp.vec(Mw, order="C"), "_M": Z, "_T": T}
     else:
-        blocks = problem.geometry.blocks
         if blocks is not None and blocks[0] > 1:
             # multi-metric LMNN: only the diagonal blocks enter the objective, so a block-diagonal
             # variable loses nothing and gives the solver C small PSD cones and no off-diagonal unknowns
@@ -556,6 +564,9 @@ def _values(problem, V):
     """Numpy point from solved CVXPY variables (M symmetrised and projected onto the PSD cone)."""
     if problem.geometry.diagonal:
         M = np.diag(_unscale(problem, np.clip(np.asarray(V["_M"].value, dtype=np.float64), 0.0, None)))
+    elif "_T" in V:  # M = T Z T^T: a congruence of the projected Z, PSD
+        T = V["_T"]
+        M = symmetrize(T @ project_psd(symmetrize(V["_M"].value)) @ T.T)
     else:  # a congruence by a positive diagonal keeps the projected point PSD (and symmetric: c_j c_k = c_k c_j)
         M = _unscale(problem, project_psd(symmetrize(V["_M"].value)))
     out = {"M": M}

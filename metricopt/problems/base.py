@@ -159,6 +159,14 @@ class Problem:
         c[live] = np.exp2(-np.round(np.log2(sigma[live])))
         return c
 
+    def variable_basis(self) -> np.ndarray | None:
+        r"""A ``(d, r)`` matrix :math:`T` for the exact backend to solve over :math:`M = T Z T^\top`,
+        :math:`Z \succeq 0` (``r x r``), or ``None`` (the default: it solves for ``M`` itself, rescaled by
+        :meth:`coordinate_scale`). A problem declares one when ``M``'s optimum has entries that cancel in every
+        distance (MMC with correlated features: :meth:`metricopt.MMCProblem.variable_basis`); the columns of
+        ``T`` must span every direction the problem's data can use, so that nothing is lost."""
+        return None
+
     # ---------------------------------------------------------- evaluation
     def check_metric(self, M, name="M", psd_tol=1e-8):
         """Return ``M`` symmetrised as float64 after checking its shape and PSD-ness."""

@@ -261,10 +261,9 @@ class PairBudget(Constraint):
         self.bound = float(bound)
 
     def cvxpy(self, problem, V):
-        Z = V.get("_Z")
-        if Z is not None:  # the whitened program (SqrtDistances.cvxpy): <S, T Z T^T> = <T^T S T, Z>
-            T = V["_T"]
-            return [cp.sum(cp.multiply(T.T @ self.S @ T, Z)) <= self.bound]
+        T = V.get("_T")
+        if T is not None:  # the exact backend's M = T Z T^T: <S, T Z T^T> = <T^T S T, Z>, formed in float64 first
+            return [cp.sum(cp.multiply(T.T @ self.S @ T, V["_M"])) <= self.bound]
         return [cp.sum(cp.multiply(self.S, V["M"])) <= self.bound]
 
     def violation(self, problem, V):
@@ -357,6 +356,12 @@ class MMCProblem(Problem):
         if br.rank == self.d and br.condition <= WHITEN_ABOVE:
             return None
         return br.whitener, br.left_inverse
+
+    def variable_basis(self) -> np.ndarray | None:
+        """The whitener ``T`` of :meth:`budget_whitening` (the exact backend then solves for ``Z`` with
+        ``M = T Z T^T``, whose budget is about ``trace Z``), or ``None``."""
+        pair = self.budget_whitening()
+        return None if pair is None else pair[0]
 
     def _geometry(self):
         return Geometry(GeometryKind.BUDGET, diagonal=self.diagonal, budget=self.similar_matrix)

@@ -553,34 +553,6 @@ class TripletHinge(Term):
         return f"TripletHinge(weight={self.weight:g})"
 
 
-def _whitened_variable(problem, V):
-    r"""MMC's whitened program on the exact backend: the PSD variable ``Z`` (``r x r``) with ``M = T Z T^T``,
-    or ``None`` when the problem solves for ``M`` as written.
-
-    A problem over a similar-pair budget may declare ``budget_whitening() -> (T, T^+)`` (``T^T S T = I`` on
-    the data's range, :func:`metricopt.problems.mmc.budget_range`); where it returns a pair, the conic solver
-    works on ``Z``, whose budget is :math:`\langle T^\top S T, Z\rangle \approx \operatorname{trace} Z`, instead
-    of on ``M``, whose optimum has entries of order ``cond(S)`` that cancel in every distance (correlated
-    features: the interior-point solver then stops short of the optimum, e.g. -89.74 where it is -92.61).
-    ``V``'s entries for ``M`` become expressions of ``Z`` (computed in float64 from ``Z``'s value, so
-    the returned metric is ``T Z T^T`` to rounding), and ``V["_Z"]``, ``V["_T"]`` let the budget constraint
-    use ``Z`` too. Created once per program (the first caller)."""
-    if "_Z" in V:
-        return V["_Z"]
-    get = getattr(problem, "budget_whitening", None)
-    pair = None if get is None or "_M" not in V or problem.geometry.diagonal else get()
-    V["_Z"] = None
-    if pair is None:
-        return None
-    T = np.asarray(pair[0], dtype=np.float64)
-    Z = cp.Variable((T.shape[1], T.shape[1]), PSD=True, name="Z")
-    M = T @ Z @ T.T
-    c = np.asarray(problem.coordinate_scale(), dtype=np.float64)
-    V.update({"_Z": Z, "_T": T, "M": M, "Mvec": cp.vec(M, order="C"),
-              "_M": cp.multiply(float(problem.var_scale) / np.outer(c, c), M)})
-    return Z
-
-
 @register
 class SqrtDistances(Term):
     """``weight * sum_{(a,b) in pairs} sqrt(d_M(x_a, x_b))`` (MMC's objective with weight -1).
@@ -603,12 +575,13 @@ class SqrtDistances(Term):
         # u_l <= sqrt(t_l) as the 3-d second-order cone ||(2 u_l, t_l - 1)|| <= t_l + 1, where
         # t_l = cone_scale * d_M is the distance in the solver's O(1) scale; sqrt(d_M) = u_l / sqrt(cone_scale)
         sc = float(V.get("cone_scale", 1.0))
-        Z = _whitened_variable(problem, V)
-        if Z is None:
+        if "_T" not in V:
             t = problem.pair_rows(self.pairs[:, 0], self.pairs[:, 1]) @ V["Mvec"] * sc
-        else:  # d_M = (T^T (x_a - x_b))^T Z (T^T (x_a - x_b)), the whitened differences formed in float64 first
+        else:  # M = T Z T^T (the problem's variable_basis): d_M = (T^T (x_a - x_b))^T Z (T^T (x_a - x_b)), the
+            # whitened differences formed in float64 first (their products with M's entries of order cond(S)
+            # would cancel)
             E = _pair_differences(problem, self.pairs) @ V["_T"]
-            t = cp.sum(cp.multiply(E @ Z, E), axis=1) * sc
+            t = cp.sum(cp.multiply(E @ V["_M"], E), axis=1) * sc
         u = cp.Variable(len(self.pairs), name="sqrt_d")
         return self.weight * cp.sum(u) / np.sqrt(sc), [cp.SOC(t + 1, cp.vstack([2 * u, t - 1]), axis=0)]
 
