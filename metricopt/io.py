@@ -73,13 +73,14 @@ it costs one objective and one dual evaluation (milliseconds for the models in t
 seconds for thousands of points; ``load_model(..., recertify=False)`` skips it) -- much less
 than the fit, and the only check a forger cannot get around: a file with another problem's
 metric, an edited ``X_train`` or recomputed numbers gets the certificate its metric really has.
-The recomputed certificate replaces the file's when its upper bound (the objective at the
-metric) is the file's (within ``1e-8``, :data:`REVERIFY_RTOL`), and so does the objective
-(the problem's at the metric: the file's must be the same within ``1e-8``, or the file is
-refused); its
-``details["re-verified at load"]`` says ``"yes: ..."`` (shown by ``certificate.report()``).
-Otherwise -- no certificate, a problem ``certify`` does not accept, a certificate of another
-problem (early-stopped LMNN certifies its fit part), ``recertify=False`` -- the file's
+The recomputed certificate replaces the file's, and so does the objective (the problem's at the
+metric: when the file's certificate has that upper bound, within ``1e-8``, :data:`REVERIFY_RTOL`,
+the file's objective must be the same within ``1e-8``, or the file is refused); its
+``details["re-verified at load"]`` says ``"yes: ..."`` (shown by ``certificate.report()``), and
+adds that the file's certificate was discarded when it certified another problem (another
+problem's metric, edited training data). Otherwise -- no certificate, a problem ``certify`` does
+not accept, early-stopped LMNN (which certifies its metric on the fit part of the data, so its
+certificate is another problem's by design), ``recertify=False`` -- the file's
 certificate is kept with ``details["re-verified at load"]`` saying ``"NO: <why>"``, and a status
 ``"optimal"`` loads as ``"uncertified"`` (``"stationary"`` for a non-convex problem) with a
 :class:`ModelFileWarning`: a loaded estimator is ``"optimal"`` only when its certificate was
@@ -346,8 +347,7 @@ def atomic_write(path: FilePath, write: Callable[[IO[bytes]], Any], *, follow_sy
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file ordinary permissions
-        if check_destination(path, False) != path:  # replaced by a link meanwhile: refuse as above
-            raise InputError(f"cannot write {str(path)!r}: it became a symbolic link while the file was written.")
+        check_destination(path, False)  # replaced by a link, a device, ... while the file was written: refused
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -882,7 +882,10 @@ def _real(value):
     """``value`` as a float when it is a JSON number (not a bool), else ``None``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond float64 (e.g. 10**400): not a finite number either
+        return float("inf") if value > 0 else float("-inf")
 
 
 def _certificate_from_meta(meta, mf, where="certificate"):
@@ -1122,12 +1125,14 @@ def _recompute(problem, sol, stored):
         fresh = certify(problem, sol, tol=stored.tol)
     except Exception as exc:  # noqa: BLE001 - whatever the certifier refuses is simply not re-verified
         return None, f"metricopt.certify refused it ({type(exc).__name__}: {exc})"
+    fresh.details[REVERIFIED_KEY] = "yes: recomputed by metricopt.certify on the problem rebuilt from the file's data"
     if math.isfinite(fresh.upper) != math.isfinite(stored.upper) or (
             math.isfinite(stored.upper)
             and abs(fresh.upper - stored.upper) > REVERIFY_RTOL * max(1.0, abs(stored.upper))):
-        return None, (f"its upper bound {stored.upper!r} is not the objective {fresh.upper!r} of the problem rebuilt "
-                      "from the file's data at its metric: it certifies another problem")
-    fresh.details[REVERIFIED_KEY] = "yes: recomputed by metricopt.certify on the problem rebuilt from the file's data"
+        why = (f"its upper bound {stored.upper!r} is not the objective {fresh.upper!r} of the problem rebuilt from "
+               "the file's data at its metric: it certifies another problem")
+        fresh.details[REVERIFIED_KEY] += f"; the file's certificate was discarded ({why})"
+        return fresh, why
     return fresh, None
 
 
@@ -1147,11 +1152,18 @@ def _reverify(mf, est, recertify):
         why = f"{type(est.problem_).__name__} is not a convex problem metricopt.certify accepts"
     else:
         fresh, why = _recompute(problem, sol, stored)
+        if why is not None and sol.status is Status.EARLY_STOPPED:
+            # early stopping certifies its metric against the fit part of the data, not the problem rebuilt from
+            # all of it: the file's certificate stands, not re-verified
+            fresh = None
     if fresh is not None:
         sol.certificate = fresh
         if est.certificate_ is stored:
             est.certificate_ = fresh
-        _recompute_objective(mf, problem, sol)
+        if why is None:
+            _recompute_objective(mf, problem, sol)
+        else:  # the file's objective belongs to another problem too: the rebuilt problem's, at the metric
+            sol.objective = float(fresh.upper)
     elif stored is not None:
         stored.details[REVERIFIED_KEY] = f"NO: {why}; the bounds are the file's own numbers"
     if sol.status is not Status.OPTIMAL:

@@ -162,7 +162,7 @@ def _cccp(problem, init, max_iter, tol, step_tol, solver, time_limit, verbose, b
         entry = {"step": it, "step_status": str(sol.status), "step_objective": sol.objective,
                  "step_rel_gap": None if cert is None else cert.rel_gap,
                  "working_set": sol.stats.get("working_set_size"), "time": time.perf_counter() - t0}
-        if sol.M is None or sol.status is not Status.OPTIMAL:
+        if sol.M is None or sol.status is not Status.OPTIMAL or cert is None:
             history.append({**entry, "objective": f})
             if sol.status is Status.TIME_LIMIT:
                 status, message = Status.TIME_LIMIT, (f"{limit_text} reached in convex step {it} ({sol.message}); "

@@ -21,6 +21,8 @@ import os
 import re
 import stat
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -243,7 +245,7 @@ def test_components_that_do_not_fit_the_metric_are_refused(forged):
         load_model(path)
 
 
-@pytest.mark.parametrize("value", [float("nan"), float("inf"), "12.5"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), "12.5", 10**400])
 def test_objective_that_is_not_a_finite_number_is_refused(value, forged):
     arrays, meta, path = forged
     meta["solution"]["objective"] = value
@@ -364,16 +366,34 @@ def test_problem_description_edit_is_refused(forged):
 
 
 def test_mu_edited_everywhere_loads_but_not_as_optimal(forged):
-    """params and problem agree on the edited mu: the file's certificate is then not the rebuilt problem's."""
+    """params and problem agree on the edited mu: the file's certificate is then not the rebuilt problem's, and the
+    certificate and objective of the rebuilt problem at the stored metric replace it."""
     arrays, meta, path = forged
     meta["params"]["mu"] = meta["problem"]["mu"] = 0.25
     _forge(path, arrays, meta)
-    with pytest.warns(ModelFileWarning, match=re.escape(f"model file {str(path)!r} records status 'optimal', but status "
-                                                        "'optimal' could not be re-verified at load (its upper bound ")):
+    got = _load_discarding(path)
+    assert got.problem_.mu == got.get_params()["mu"] == 0.25
+    assert got.solution_.objective == got.problem_.objective(got.solution_.M)
+
+
+def _load_discarding(path):
+    """Load a file whose certificate certifies another problem: the recomputed one (true for the rebuilt problem)
+    replaces it and decides the status; never the file's 'optimal' unless the recomputed certificate says so."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         got = load_model(path)
-    assert got.solution_.status.code == "uncertified" and got.problem_.mu == got.get_params()["mu"] == 0.25
-    assert got.certificate_.details[REVERIFIED_KEY].startswith("NO: its upper bound ")
-    assert "it certifies another problem" in got.certificate_.report()
+    cert = got.certificate_
+    assert cert.details[REVERIFIED_KEY].startswith("yes: recomputed by metricopt.certify")
+    assert "the file's certificate was discarded (its upper bound " in cert.details[REVERIFIED_KEY]
+    assert cert.upper == pytest.approx(got.problem_.objective(got.solution_.M), rel=1e-12)
+    assert cert.lower <= cert.upper
+    assert got.solution_.objective == cert.upper
+    if cert.is_optimal:
+        assert got.solution_.status.code == "optimal"
+    else:
+        assert got.solution_.status.code == "optimal_inaccurate"
+        assert any("the certificate recomputed at load says" in str(w.message) for w in caught)
+    return got
 
 
 def _install_solution(arrays, meta, other):
@@ -394,20 +414,16 @@ def test_another_problems_metric_does_not_load_as_optimal(data, forged):
     assert other.solution_.status.code == "optimal"
     _install_solution(arrays, meta, other)
     _forge(path, arrays, meta)
-    with pytest.warns(ModelFileWarning, match="could not be re-verified at load"):
-        got = load_model(path)
-    assert got.solution_.status.code == "uncertified"
-    assert got.certificate_.details[REVERIFIED_KEY].startswith("NO: ")
-    assert "NOT re-verified" not in got.solution_.message and "the file said 'optimal'" in got.solution_.message
+    got = _load_discarding(path)
+    assert got.solution_.status.code == "optimal_inaccurate"  # another problem's optimum is not this one's
+    assert got.solution_.objective != other.solution_.objective
 
 
 def test_edited_training_data_does_not_load_as_optimal(forged):
     arrays, meta, path = forged
     arrays["X_train"] = arrays["X_train"] * np.array([3.0, 1.0, 1.0, 1.0])
     _forge(path, arrays, meta)
-    with pytest.warns(ModelFileWarning, match="could not be re-verified at load"):
-        got = load_model(path)
-    assert got.solution_.status.code == "uncertified"
+    assert _load_discarding(path).solution_.status.code == "optimal_inaccurate"
 
 
 def _claim_optimal(arrays, meta, problem, M):

@@ -184,3 +184,21 @@ def test_time_limit_status_is_consistent():
     sol = mo.Solution(M=None, objective=float("nan"), status=s, backend="cvxpy", solver="SCS")
     with pytest.raises(mo.SolverError, match="time_limit"):
         sol.raise_for_status()
+
+
+def test_a_skipped_certificate_never_leaves_the_solver_s_optimal(monkeypatch):
+    """When the time limit leaves no room for the closing certificate's search of every triplet, the solve is not
+    certified, so the solver's own 'optimal' must not stand (simulated: each search of all triplets takes 2.3 s)."""
+    r = np.random.default_rng(1)
+    p = mo.LMNNProblem(r.normal(size=(30, 3)), np.repeat([0, 1, 2], 10), k=2)
+    term = next(t for t in p.terms if t.uses_working_set)
+    real = type(term).violators
+
+    def slow(self, *args, **kwargs):
+        time.sleep(2.3)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(term), "violators", slow)
+    sol = mo.solve(p, time_limit=4.0)
+    assert "certificate skipped" in sol.message
+    assert sol.certificate is None and sol.status is mo.Status.TIME_LIMIT

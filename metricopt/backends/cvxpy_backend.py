@@ -394,6 +394,8 @@ def solve(problem, **options):
             certify = None
             sol.message += (f"; certificate skipped: the time limit leaves less than the last search of all "
                             f"triplets took ({search_time:.2g} s)")
+            if sol.status is Status.OPTIMAL:  # the solver's word alone is never 'optimal'
+                sol.status = Status.TIME_LIMIT
     with budget.closing():
         return finalize(problem, sol, certify, budget.t0)
 
