@@ -981,7 +981,7 @@ def _solution_from_file(mf, key="solution", prefix=""):
     obj = sm.get("objective")
     if isinstance(obj, str):
         float(obj)  # not a number at all: ValueError, reported by load_model with the rest of the metadata's errors
-    if obj is not None and (_real(obj) is None or not math.isfinite(obj)):
+    if obj is not None and (_real(obj) is None or not math.isfinite(_real(obj))):
         raise _corrupt(mf, f"its {key}'s objective {obj!r} is not a finite number")
     cert = _certificate_from_meta(sm.get("certificate"), mf, f"{key}'s certificate")
     if cert is not None and obj is not None and math.isfinite(cert.upper):
