@@ -78,3 +78,37 @@ def test_weighted_bound_keeps_every_multiplier_in_its_box(monkeypatch):
         assert np.all(alpha <= caps * (1 + 1e-12)) and np.all(s * alpha <= caps)
         pos = alpha > 0
         assert np.any(s * alpha[pos] >= caps[pos] * (1 - 1e-12))  # and s is the largest such: one box binds
+
+
+def test_a_dual_piece_field_no_certifier_reads_is_refused():
+    """A term whose dual piece sets a field the accepting certifier does not read (here a new field of a
+    DualPiece subclass) is refused with a message, not certified as if the field were not there; left at its
+    default, the field changes nothing."""
+    from dataclasses import dataclass
+
+    from metricopt.errors import NotCertifiableError
+    from metricopt.protocols import DualPiece
+    from metricopt.terms import Trace
+
+    @dataclass(frozen=True)
+    class WithNuclear(DualPiece):
+        nuclear: float = 0.0
+
+    class NuclearTrace(Trace):
+        def __init__(self, lam, nuclear):
+            super().__init__(lam)
+            self.nuclear = nuclear
+
+        def dual_piece(self, problem):
+            base = super().dual_piece(problem)
+            return WithNuclear(linear=base.linear, nuclear=self.nuclear)
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(12, 2)), np.repeat([0, 1, 2], 4)
+    plain = mo.certify(mo.LMNNProblem(X, y, k=1, regularizer=Trace(0.1)), np.eye(2))
+    same = mo.certify(mo.LMNNProblem(X, y, k=1, regularizer=NuclearTrace(0.1, 0.0)), np.eye(2))
+    assert same.lower == plain.lower and same.upper == plain.upper
+    with pytest.raises(NotCertifiableError) as exc:
+        mo.certify(mo.LMNNProblem(X, y, k=1, regularizer=NuclearTrace(0.1, 2.0)), np.eye(2))
+    assert str(exc.value).startswith("the certifier 'triplet hinge (LMNN family)' accepts LMNN, but its terms' dual "
+                                     "pieces set the field(s) ['nuclear'], which its bound does not read")

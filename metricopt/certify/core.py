@@ -32,21 +32,36 @@ class Certifier:
     name: str
     accepts: Callable[[Any, DualSummary], bool]
     bound: Callable[..., Any]
+    reads: frozenset = frozenset()
 
+
+#: the :class:`~metricopt.protocols.DualPiece` fields every built-in certifier reads
+PIECE_FIELDS = frozenset({"linear", "strong_convexity", "constant", "loss", "weight"})
 
 #: the registered certifiers, tried in order (:func:`register_certifier`)
 CERTIFIERS: list[Certifier] = []
 
 
-def register_certifier(name: str, accepts: Callable[[Any, DualSummary], bool], bound: Callable[..., Any]) -> None:
+def register_certifier(name: str, accepts: Callable[[Any, DualSummary], bool], bound: Callable[..., Any],
+                       reads: frozenset = PIECE_FIELDS) -> None:
     """Register a certifier: ``accepts(problem, summary) -> bool`` and ``bound(problem, M, variables,
-    summary, feas_tol, tol)`` (see :class:`Certifier`). New methods add their bound this way."""
-    CERTIFIERS.append(Certifier(name, accepts, bound))
+    summary, feas_tol, tol)`` (see :class:`Certifier`); ``reads``: the names of the dual-piece fields its bound
+    accounts for. A problem whose terms set any other field (a subclass of
+    :class:`~metricopt.protocols.DualPiece` with a new field) is refused by it, never silently certified
+    without that field. New methods add their bound this way."""
+    CERTIFIERS.append(Certifier(name, accepts, bound, frozenset(reads)))
 
 
 def _find_certifier(problem, summary):
     for c in CERTIFIERS:
         if c.accepts(problem, summary):
+            unread = sorted(summary.fields - c.reads)
+            if unread:
+                raise NotCertifiableError(
+                    f"the certifier '{c.name}' accepts {problem.method}, but its terms' dual pieces set the field(s) "
+                    f"{unread}, which its bound does not read (it reads {sorted(c.reads)}): certifying without them "
+                    "could overstate the lower bound. Register a certifier that reads them "
+                    "(metricopt.certify.register_certifier(..., reads=...)).")
             return c
     raise NotCertifiableError(
         f"no certificate is implemented for {problem.method} (geometry '{problem.geometry.describe()}', losses "

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
+from dataclasses import fields as dataclass_fields
 
 import numpy as np
 
@@ -33,11 +34,23 @@ class DualSummary:
     lam: float = 0.0
     constant: float = 0.0
     losses: dict = field(default_factory=dict)
+    #: the names of the :class:`~metricopt.protocols.DualPiece` fields some term set away from their defaults: a
+    #: certifier must read every one of them (:func:`metricopt.certify.register_certifier`, ``reads``)
+    fields: set = field(default_factory=set)
 
     def loss(self, name):
         """The single ``(term, piece)`` of loss ``name``, or ``(None, None)``."""
         found = self.losses.get(name, [])
         return found[0] if found else (None, None)
+
+
+def _is_default(value, f) -> bool:
+    """Whether a dual piece's field ``f`` holds its declared default (a field without one never does)."""
+    if f.default is MISSING:
+        return False
+    if f.default is None or value is None:
+        return value is f.default
+    return bool(np.all(np.asarray(value) == f.default))
 
 
 def dual_summary(problem) -> DualSummary:
@@ -58,6 +71,7 @@ def dual_summary(problem) -> DualSummary:
         if not isinstance(piece, DualPiece):
             raise InputError(f"{type(term).__name__}.dual_piece must return a metricopt.protocols.DualPiece or None; "
                              f"got {type(piece).__name__}.")
+        out.fields |= {f.name for f in dataclass_fields(piece) if not _is_default(getattr(piece, f.name), f)}
         if piece.linear is not None:
             out.P = out.P + np.asarray(piece.linear, dtype=np.float64)
         out.lam += float(piece.strong_convexity)
