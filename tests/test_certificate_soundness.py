@@ -166,3 +166,35 @@ def test_scaled_down_data_solves_exactly_on_the_conic_solvers():
 
 def p_objective_unscaled(X, y, M):
     return mo.LMNNProblem(X, y, k=2).objective(M)
+
+
+def test_verified_eigenvalue_bounds_hold_for_every_matrix_within_their_error():
+    """``min_eig_lower(H, E)`` is below the smallest eigenvalue of every symmetric ``H + D`` with ``|D| <= E`` (here
+    the extreme ``D = +-E`` patterns and random ones), ``congruence`` bounds the rounding of ``W^T H W``, and the
+    power-of-two scaling gives a unit diagonal up to a factor of two, exactly."""
+    from metricopt.certify.verified import congruence, gamma, min_eig_lower, power_of_two_scaling
+
+    rng = np.random.default_rng(0)
+    for d in (1, 3, 8):
+        A = rng.normal(size=(d, d))
+        H = A @ A.T - 0.5 * np.eye(d)
+        E = 1e-6 * np.abs(rng.normal(size=(d, d)))
+        E = 0.5 * (E + E.T)
+        lo = min_eig_lower(H, E)
+        for _ in range(50):
+            D = rng.uniform(-1, 1, size=(d, d)) * E
+            D = 0.5 * (D + D.T)
+            assert lo <= np.linalg.eigvalsh(H + D)[0]
+        assert lo <= np.linalg.eigvalsh(H - E)[0] and lo <= np.linalg.eigvalsh(H + E)[0]
+        assert np.linalg.eigvalsh(H)[0] - lo < 1e-4  # and not uselessly low
+        W = rng.normal(size=(d, d))
+        G, EG = congruence(W, H)
+        exact = W.T @ H @ W  # the reference in float64 too: the bound covers both roundings' difference
+        assert np.all(np.abs(G - exact) <= 2 * EG + 1e-300)
+        c = power_of_two_scaling(np.abs(np.diag(H)) * 10.0 ** rng.integers(-12, 12, size=d))
+        assert np.all(np.log2(c) == np.round(np.log2(c)))
+    assert gamma(10) > 0 and gamma(2**60) == np.inf
+    dg = np.array([4e-24, 1.0, 3e16, 0.0])
+    c = power_of_two_scaling(dg)
+    scaled = dg * c * c
+    assert np.all((scaled[:3] >= 0.5) & (scaled[:3] <= 2.0)) and c[3] == 1.0
