@@ -165,7 +165,7 @@ class EarlyStopping:
     @classmethod
     def for_problem(cls, problem, X_val, y_val, patience=10, rule="knn"):
         """An EarlyStopping whose reference set, ``k``, ``mu`` and target neighbours are the problem's."""
-        if not hasattr(problem, "y"):
+        if getattr(problem, "y", None) is None:
             raise InputError(f"early stopping on a validation error needs a labelled problem; {problem.method} has no y.")
         return cls(problem.X, problem.y, X_val, y_val, k=getattr(problem, "k", 3), patience=patience, rule=rule,
                    mu=getattr(problem, "mu", 0.5), train_targets=getattr(problem, "target_neighbors", None))

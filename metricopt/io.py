@@ -557,6 +557,9 @@ def _problem_meta(problem):
     for name in ("k", "mu", "C", "n_clusters", "kernel", "kernel_params", "n_components"):
         if hasattr(problem, name):
             meta[name] = _jsonable(getattr(problem, name))
+    loss = getattr(problem, "loss", None)  # LMNN's triplet loss (metricopt.losses), recorded unless the hinge
+    if callable(getattr(loss, "config", None)) and loss.config() != {"loss": "hinge"}:
+        meta["loss"] = _jsonable(loss.config())
     if hasattr(problem, "n_triplets"):
         try:
             meta["n_triplets"] = int(problem.n_triplets)

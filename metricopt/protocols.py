@@ -2,28 +2,39 @@
 
 metricopt's layers talk through these declarations, never through concrete classes:
 
-* a :class:`Term` carries its exact float64 value, its CVXPY form, its JAX value (the gradient
-  by autodiff unless the term gives it) and its certificate piece (:class:`DualPiece`), or says
-  it has none (``None``);
-* a :class:`Problem` declares its variables, its :class:`Geometry` (the feasible set the
-  variables live on) and whether it is convex;
+* a term declares its capabilities, each a protocol of the members one layer reads: its exact float64 value
+  and CVXPY form (:class:`ExactTerm`), its JAX piece (:class:`JaxTerm`, and optionally a proximal map,
+  :class:`ProxTerm` / :class:`PsdProxTerm`, or a projection, :class:`IndicatorTerm`), its certificate piece
+  (:class:`CertifiableTerm`: a :class:`DualPiece`, or ``None``), and for a loss with a working set
+  :class:`WorkingSetLoss` (exact backend) and :class:`ActiveSetLoss` (JAX backend); :class:`Term` is the union
+  the base class :class:`metricopt.problems.terms.Term` satisfies;
+* a :class:`Problem` declares its data, terms, variables, its :class:`Geometry` (the feasible set the
+  variables live on) and whether it is convex; a problem family adds its capability protocol
+  (:class:`TripletProblem`, :class:`PairProblem`, :class:`BudgetProblem`, :class:`LatentProblem`,
+  :class:`NeighbourPredictor`);
 * a :class:`Backend` declares which problems it ``accepts`` and solves them.
 
-The certificate (:mod:`metricopt.certify`), the JAX backend, model files and the agreement
-checker read ``problem.geometry``, ``problem.is_convex`` and each term's ``dual_piece``; a new
-term or problem plugs in by declaring them. This module imports nothing of metricopt: it is the
-bottom layer.
+The backends (:mod:`metricopt.backends`) and the certificates (:mod:`metricopt.certify`, the agreement
+checker included) read only members of problems and terms declared here: tests/test_architecture.py checks
+it, and ``python -m mypy`` that the built-in classes satisfy the protocols
+(:mod:`metricopt.problems._protocol_check`). A new term or problem plugs in by declaring them; a
+certifier refuses, with :class:`~metricopt.errors.NotCertifiableError`, a term that is no
+:class:`CertifiableTerm`. This module imports nothing of metricopt: it is the bottom layer.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import Any, Callable, Generic, Mapping, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["GeometryKind", "Geometry", "DualPiece", "Term", "Problem", "Backend"]
+__all__ = ["GeometryKind", "Geometry", "DualPiece", "Term", "ExactTerm", "JaxTerm", "ProxTerm", "PsdProxTerm",
+           "IndicatorTerm", "CertifiableTerm", "WorkingSetLoss", "ActiveSetLoss", "ScalarLossTerm", "HasPairs",
+           "RepairingTerm", "ProblemConstraint", "Problem", "TripletProblem", "PairProblem", "BudgetProblem",
+           "LatentProblem", "NeighbourPredictor", "Backend", "TERM_PROTOCOLS", "PROBLEM_PROTOCOLS",
+           "protocol_members", "missing_members"]
 
 
 class GeometryKind(str, enum.Enum):
@@ -122,38 +133,235 @@ class DualPiece:
         return self.loss is not None
 
 
-@runtime_checkable
-class Term(Protocol):
-    """An objective term, written once for every backend (see :mod:`metricopt.problems.terms`)."""
+# ------------------------------------------------------------------ terms
+# A term's capabilities, each a protocol of the members some layer reads (issue 29): the exact backend and
+# every evaluation read :class:`ExactTerm`, the JAX backend :class:`JaxTerm` (and the optional proximal
+# declarations), the certificates :class:`CertifiableTerm`, the working-set loops :class:`WorkingSetLoss`.
+# :class:`Term` is their union, which :class:`metricopt.problems.terms.Term` (the base class) satisfies.
 
+
+@runtime_checkable
+class ExactTerm(Protocol):
+    """A term's exact float64 value and its CVXPY form (what every term gives)."""
+
+    #: whether the term is convex in the problem's variables
     convex: bool
+    #: whether the exact program keeps a working set of the term's constraints (:class:`WorkingSetLoss`)
     uses_working_set: bool
-    has_jax: bool
 
     def value(self, problem: Any, V: Mapping[str, Any]) -> float:
         """The exact float64 value at a numpy point ``V`` (over every triplet / pair)."""
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
-        """``(expression, constraints)`` over CVXPY variables."""
+        """``(expression, constraints)`` over CVXPY variables (``ws``: the working set, if any)."""
+
+    def config(self) -> dict | None:
+        """JSON form for model files, or ``None`` when not storable."""
+
+    def describe(self) -> str:
+        """A short human-readable name (messages, ``repr``)."""
+
+
+@runtime_checkable
+class JaxTerm(Protocol):
+    """A term's JAX piece (the JAX backend's jitted loop); ``has_jax`` says whether it is given."""
+
+    #: whether the term provides the JAX pieces below
+    has_jax: bool
+    #: whether the JAX value is smoothed by the loop's width (the loop then drives the width down)
+    jax_smoothed: bool
 
     def jax_data(self, problem: Any) -> dict:
         """The arrays the JAX value needs (dynamic inputs of the jitted loop)."""
 
-    def dual_piece(self, problem: Any) -> DualPiece | None:
-        """The term's place in the certificate's dual, or ``None`` when it has none."""
+    @staticmethod
+    def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
+        """The (smoothed) value alone, in pure JAX."""
 
-    def config(self) -> dict | None:
-        """JSON form for model files, or ``None`` when not storable."""
+    @staticmethod
+    def jax_value_grad(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> tuple[Any, Any, dict]:
+        """``(value, exact_value, gradients)`` at ``V`` (a dict of JAX arrays), in pure JAX."""
+
+
+@runtime_checkable
+class ProxTerm(Protocol):
+    """A non-smooth JAX term with a proximal map: FISTA takes it out of the smooth part
+    (:mod:`metricopt.backends.jax.prox`; optional, a term without it is smoothed)."""
+
+    @staticmethod
+    def jax_prox(data: Any, M: Any, step: Any) -> Any:
+        """The prox of ``step * R`` over symmetric matrices, in pure JAX."""
+
+
+@runtime_checkable
+class PsdProxTerm(Protocol):
+    """A term whose prox composed with the PSD cone has a closed form (optional, :mod:`metricopt.backends.jax.prox`)."""
+
+    @staticmethod
+    def jax_prox_psd(data: Any, M: Any, step: Any) -> Any:
+        """The exact prox of ``step * R`` plus the PSD cone's indicator (an indicator term: the projection)."""
+
+
+@runtime_checkable
+class IndicatorTerm(Protocol):
+    """A constraint term: a set's indicator, enforced by the JAX loop through its ``jax_prox_psd``
+    (:class:`PsdProxTerm`), the projection onto the set intersected with the PSD cone (optional,
+    :mod:`metricopt.backends.jax.prox`)."""
+
+    #: true for a set's indicator (the loop projects instead of smoothing)
+    jax_indicator: bool
+
+
+@runtime_checkable
+class CertifiableTerm(Protocol):
+    """A term the certificates read (:func:`metricopt.certify.dual.dual_summary`)."""
+
+    #: ``False`` when the generic certificate cannot bound the term from its CVXPY form (it compiles to
+    #: exponential or power cones) and it declares no dual piece
+    generic_certificate: bool
+
+    def dual_piece(self, problem: Any) -> DualPiece | None:
+        """The term's place in the certificate's dual, or ``None`` (then bounded generically, or refused)."""
+
+
+@runtime_checkable
+class Term(ExactTerm, JaxTerm, CertifiableTerm, Protocol):
+    """An objective term, written once for every backend: exact, JAX and certifiable (the union of those
+    capabilities, which the base class :class:`metricopt.problems.terms.Term` satisfies; see
+    :mod:`metricopt.problems.terms`)."""
+
+
+@runtime_checkable
+class WorkingSetLoss(Protocol):
+    """A loss whose exact program keeps a working set of its constraints (LMNN's triplets, the latent hinge's
+    sets), grown by the exact backend's cutting-plane loop."""
+
+    #: true: the exact backend passes the working set to ``cvxpy``
+    uses_working_set: bool
+
+    def initial_working_set(self, problem: Any, V: Mapping[str, Any]) -> np.ndarray:
+        """The rows the loop starts from at the point ``V``."""
+
+    def violators(self, problem: Any, V: Mapping[str, Any], ws: np.ndarray, tol: float = 1e-9,
+                  max_add: int | None = None) -> tuple[np.ndarray, float]:
+        """``(new rows, largest violation)``: rows outside ``ws`` violated at ``V``."""
+
+    def all_triplets(self, problem: Any) -> np.ndarray:
+        """Every row of the full (textbook) program."""
+
+
+@runtime_checkable
+class ActiveSetLoss(Protocol):
+    """A working-set loss's JAX piece: the JAX backend evaluates it over a padded active set it rebuilds at
+    every re-check (the triplet losses)."""
+
+    def jax_active_set(self, problem: Any, M: np.ndarray, margin: float, min_capacity: int = 256, multiple: int = 1,
+                       limit: int | None = None) -> tuple[dict, int, float, np.ndarray] | None:
+        """``(active, size, exact value over every row, hinge arguments)``, or ``None`` above ``limit``."""
+
+
+@runtime_checkable
+class ScalarLossTerm(Protocol):
+    """A triplet loss term of dual piece ``"triplet_loss"``: the scalar loss it applies."""
+
+    #: the scalar loss (a :class:`metricopt.losses.ScalarLoss`: value, derivative, conjugate, dual_upper, ...)
+    loss: Any
+
+
+@runtime_checkable
+class HasPairs(Protocol):
+    """A term or constraint over pairs of points (MMC's roots, POLA's margins)."""
+
+    #: the pairs ``(a, b)``, an ``(m, 2)`` int array
+    pairs: np.ndarray
+
+
+@runtime_checkable
+class RepairingTerm(Protocol):
+    """A term that maps a solver's point slightly outside its set back onto it (optional: the exact backend
+    applies it to the solver's answer, e.g. a trace ball)."""
+
+    def repair(self, problem: Any, V: Mapping[str, Any]) -> dict:
+        """The point ``V`` moved onto the term's feasible set."""
+
+
+@runtime_checkable
+class ProblemConstraint(Protocol):
+    """A constraint of a problem beyond ``M`` PSD (:class:`metricopt.problems.base.Constraint`)."""
+
+    def cvxpy(self, problem: Any, V: Mapping[str, Any]) -> list:
+        """Its CVXPY constraints over the variables ``V``."""
+
+    def violation(self, problem: Any, V: Mapping[str, Any]) -> float:
+        """Its largest violation at a numpy point (0 when satisfied)."""
+
+
+# ------------------------------------------------------------------ problems
+# What the backends, the certificates and the terms read of a problem: :class:`Problem` (every problem; the base
+# class :class:`metricopt.problems.base.Problem` gives each member a default) and the capability protocols of the
+# problem families. tests/test_architecture.py checks that every member read in ``metricopt/backends`` and
+# ``metricopt/certify`` is declared here.
 
 
 @runtime_checkable
 class Problem(Protocol):
     """A declarative problem: data, terms, constraints and the declarations backends read."""
 
-    method: str
-    terms: list
-    constraints: list
-    extra_variables: tuple
+    @property
+    def method(self) -> str:
+        """The method's name (messages)."""
+
+    @property
+    def default_solver(self) -> str:
+        """The exact backend's conic solver when none is named ("SCS" or "CLARABEL")."""
+
+    @property
+    def terms(self) -> list:
+        """The objective's terms (:class:`Term`)."""
+
+    @property
+    def constraints(self) -> list:
+        """The constraints beyond ``M`` PSD (:class:`ProblemConstraint`)."""
+
+    @property
+    def extra_variables(self) -> tuple:
+        """Names of the scalar variables beyond ``M`` (POLA: ``("b",)``)."""
+
+    @property
+    def X(self) -> np.ndarray:
+        """The data, ``(n, d)`` float64."""
+
+    @property
+    def y(self) -> np.ndarray | None:
+        """The points' labels, or ``None`` (pair-constrained problems built without labels)."""
+
+    @property
+    def sample_weight(self) -> np.ndarray | None:
+        """Per-point (anchor) weights, or ``None``: unweighted (every problem but weighted LMNN)."""
+
+    @property
+    def var_scale(self) -> Any:
+        """The exact backend solves for ``var_scale * M`` (a scalar, or one per coordinate for a diagonal ``M``)."""
+
+    @property
+    def obj_scale(self) -> float:
+        """The exact backend minimises ``objective / obj_scale``."""
+
+    @property
+    def cone_scale(self) -> float:
+        """Factor bringing the distances inside conic constraints to order one (the exact backend, Clarabel)."""
+
+    @property
+    def online_solvable(self) -> bool:
+        """Whether the JAX backend's online solver applies (POLA)."""
+
+    @property
+    def n(self) -> int:
+        """The number of points."""
+
+    @property
+    def d(self) -> int:
+        """The size of the metric ``M`` (``d x d``)."""
 
     @property
     def geometry(self) -> Geometry:
@@ -163,8 +371,187 @@ class Problem(Protocol):
     def is_convex(self) -> bool:
         """Whether every term and the geometry are convex."""
 
+    @property
+    def X_lifted(self) -> np.ndarray:
+        """The points whose pair differences the metric acts on (``X``; multi-metric LMNN: one copy per metric)."""
+
     def objective(self, M: np.ndarray, **variables: float) -> float:
-        """The exact objective in float64."""
+        """The exact objective in float64 (``M`` checked)."""
+
+    def _objective(self, V: Mapping[str, Any]) -> float:
+        """The exact objective at a point ``V`` already checked (the sum of the terms' values)."""
+
+    def point(self, M: np.ndarray, **variables: float) -> dict:
+        """A checked numpy point ``V`` (extra variables chosen optimally where not given)."""
+
+    def check_metric(self, M: Any, name: str = "M", psd_tol: float = 1e-8) -> np.ndarray:
+        """``M`` symmetrised as float64 after checking its shape and PSD-ness."""
+
+    def best_extra(self, M: np.ndarray, name: str) -> float:
+        """The optimal value of the extra variable ``name`` at ``M``."""
+
+    def initial_point(self) -> dict:
+        """The default start ``V`` (``M = I``, extra variables 1)."""
+
+    def repair(self, V: Mapping[str, Any]) -> dict:
+        """A point slightly outside the constraints moved onto the feasible set."""
+
+    def max_violation(self, V: Mapping[str, Any]) -> float:
+        """The largest violation of the constraints at ``V``."""
+
+    def pair_rows(self, a: Any, b: Any) -> np.ndarray:
+        """Rows ``r`` with ``r @ vec(M) = d_M(x_a, x_b)`` (the exact backend's vectorised variable)."""
+
+    def pair_distances(self, a: Any, b: Any, M: np.ndarray) -> np.ndarray:
+        """``d_M(x_a, x_b)`` for each pair, in float64."""
+
+    def coordinate_scale(self) -> np.ndarray:
+        """Per-coordinate powers of two the exact backend rescales ``M`` by."""
+
+    def variable_basis(self) -> np.ndarray | None:
+        """A basis ``T`` for the exact backend's ``M = T Z T^T``, or ``None``."""
+
+    def factored(self, rank: int) -> Problem:
+        """The same objective over ``M = L^T L`` with an ``(rank, d)`` factor ``L`` (non-convex)."""
+
+    def jax_terms(self, online: bool = False) -> list:
+        """The terms the JAX backend's loop minimises (``online``: for an online solver)."""
+
+
+@runtime_checkable
+class TripletProblem(Problem, Protocol):
+    """A problem over LMNN triplets ``(i, j, l)``: anchor ``i``, target neighbour ``j``, impostor ``l``
+    (LMNN and its variants); what the triplet losses, the JAX start and the triplet certificates read."""
+
+    @property
+    def target_neighbors(self) -> np.ndarray:
+        """The ``(n, k)`` target neighbours of every point."""
+
+    @property
+    def clusters(self) -> np.ndarray | None:
+        """The cluster of every point (multi-metric LMNN), or ``None``: one metric."""
+
+    @property
+    def n_triplets(self) -> int:
+        """The number of triplets of the full problem."""
+
+    def lift(self, a: Any, b: Any) -> tuple[Any, Any]:
+        """Rows of :attr:`X_lifted` whose difference is the pair ``(a, b)``."""
+
+    def transformed(self, M: np.ndarray) -> np.ndarray:
+        """The points ``X L^T`` with ``M = L^T L`` (multi-metric: a stack, one per metric)."""
+
+    def find_triplets(self, M: np.ndarray, margin: float = 0.0, limit: int | None = None,
+                      reuse_within: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(i, j, l, h)`` of every triplet with hinge argument ``h > -margin`` (``None`` above ``limit``)."""
+
+    def anchor_weights(self, i: Any) -> np.ndarray | None:
+        """The weights of the anchors ``i``, or ``None`` when unweighted."""
+
+    def hinge_sum(self, M: np.ndarray) -> float:
+        """The (weighted) sum of the hinges over every triplet, exactly rounded."""
+
+    def loss_sum(self, M: np.ndarray, loss: Any = None) -> float:
+        """The (weighted) sum of a scalar loss over every triplet, exactly rounded."""
+
+    def triplet_rows(self, i: Any, j: Any, l: Any) -> np.ndarray:
+        """Rows ``A_t`` with ``A_t . vec(M) = d_M(x_i, x_l) - d_M(x_i, x_j)``."""
+
+    def triplet_factors(self, i: Any, j: Any, l: Any) -> tuple[np.ndarray, np.ndarray]:
+        """``(U, V)``: rows ``x_i - x_l`` and ``x_i - x_j`` (lifted), ``A_t = vec(u u^T - v v^T)``."""
+
+    def triplet_scatter(self, i: Any, j: Any, l: Any, w: Any = None) -> np.ndarray:
+        """``sum_t w_t (C_il - C_ij)`` as a ``(d, d)`` matrix."""
+
+
+@runtime_checkable
+class PairProblem(Problem, Protocol):
+    """A problem over labelled pairs (POLA: a threshold ``b`` and pair margins)."""
+
+    @property
+    def pairs(self) -> np.ndarray:
+        """The pairs ``(a, b)``, an ``(m, 2)`` int array."""
+
+    @property
+    def pair_labels(self) -> np.ndarray:
+        """``+1`` (similar) or ``-1`` (dissimilar) for every pair."""
+
+
+
+@runtime_checkable
+class BudgetProblem(Problem, Protocol):
+    """A problem over a similar-pair budget ``<S, M> <= 1`` (MMC)."""
+
+    @property
+    def similar(self) -> np.ndarray:
+        """The similar pairs, an ``(m, 2)`` int array."""
+
+    def budget_whitening(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(T, T^+)`` mapping ``{Z PSD, trace Z <= 1}`` onto the budget set, or ``None`` (``S^{-1/2}`` serves)."""
+
+
+@runtime_checkable
+class LatentProblem(Problem, Protocol):
+    """The convex step of neighbourhood gerrymandering: a structural hinge over latent sets (the latent
+    certificate)."""
+
+    @property
+    def h_star(self) -> np.ndarray:
+        """The correct (latent) set of every point, ``(n, k)``."""
+
+    @property
+    def rows(self) -> np.ndarray | None:
+        """The rows ``(i, h)`` of the exact backend's working set, or ``None``."""
+
+    @property
+    def pull(self) -> np.ndarray:
+        """The correct sets' pull ``P* = C sum_i K_{i h*_i}``."""
+
+    def latent_at(self, M: np.ndarray) -> Any:
+        """The loss-augmented inference at ``M`` (its ``h_hat``)."""
+
+    def set_losses(self, anchors: Any, members: Any) -> np.ndarray:
+        """``Lambda(y_i, y_h)`` for rows ``(i, h)``."""
+
+    def set_scatter(self, anchors: Any, members: Any, w: Any) -> np.ndarray:
+        """``sum_r w_r K_{i_r h_r}`` as a ``(d, d)`` matrix."""
+
+    def row_values(self, rows: np.ndarray, M: np.ndarray) -> np.ndarray:
+        """``Lambda_r - <K_r, M>`` for rows ``(i, h)``."""
+
+
+@runtime_checkable
+class NeighbourPredictor(Protocol):
+    """A problem with its own ``k``-NN rule (multi-metric LMNN: cluster-dependent distances)."""
+
+    def knn_predict(self, X_test: Any, M: np.ndarray, k: int | None = None) -> np.ndarray:
+        """``k``-NN predictions for ``X_test`` under ``M``."""
+
+    def knn_loo_predict(self, M: np.ndarray, k: int | None = None) -> np.ndarray:
+        """Leave-one-out ``k``-NN predictions on the training points under ``M``."""
+
+
+#: every protocol of the terms, the problems and the backends (tests/test_architecture.py reads their members)
+TERM_PROTOCOLS = (ExactTerm, JaxTerm, ProxTerm, PsdProxTerm, IndicatorTerm, CertifiableTerm, Term, WorkingSetLoss,
+                  ActiveSetLoss, ScalarLossTerm, HasPairs, RepairingTerm, ProblemConstraint)
+PROBLEM_PROTOCOLS = (Problem, TripletProblem, PairProblem, BudgetProblem, LatentProblem, NeighbourPredictor)
+
+
+def protocol_members(protocol: type) -> frozenset[str]:
+    """The names a protocol declares (its own and those of the protocols it extends)."""
+    names: set[str] = set()
+    for base in protocol.__mro__:
+        if base in (Protocol, Generic, object) or not getattr(base, "_is_protocol", False):
+            continue
+        for name in (*vars(base), *vars(base).get("__annotations__", {})):
+            if not name.startswith(("__", "_abc_")) and name not in ("_is_protocol", "_is_runtime_protocol"):
+                names.add(name)
+    return frozenset(names)
+
+
+def missing_members(obj: Any, protocol: type) -> list[str]:
+    """The members of ``protocol`` that ``obj`` lacks (sorted; empty when it has them all)."""
+    return sorted(name for name in protocol_members(protocol) if not hasattr(obj, name))
 
 
 @runtime_checkable

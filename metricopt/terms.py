@@ -2,7 +2,8 @@
 
 from .problems.mlcc import LogPartition
 from .problems.nca import NeighbourhoodComponents
+from .problems.regularizers import FrobeniusNorm, OffDiagonalL1, RowL21, TraceBall
 from .problems.terms import TERMS, Frobenius, HalfSquare, Linear, PairHinge, SqrtDistances, Term, Trace, TripletHinge
 
 __all__ = ["TERMS", "Term", "Linear", "Trace", "Frobenius", "HalfSquare", "TripletHinge", "SqrtDistances", "PairHinge",
-           "NeighbourhoodComponents", "LogPartition"]
+           "NeighbourhoodComponents", "LogPartition", "OffDiagonalL1", "TraceBall", "FrobeniusNorm", "RowL21"]

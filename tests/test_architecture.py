@@ -17,7 +17,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "metricopt"
 LAYERS = [
     ["errors", "protocols", "linalg", "_validation", "_version", "_deadline"],
     ["constraints", "knn", "balltree", "energy", "datasets", "baselines", "gerrymander"],
-    ["problems", "terms"],
+    ["problems", "terms", "losses"],
     ["solution"],
     ["certify"],
     ["backends"],
@@ -151,3 +151,172 @@ def test_backends_declare_accepts_and_typed_options():
         module = backend_module(name)
         assert module.NAME == name
         assert dataclasses.is_dataclass(module.Options) and callable(module.accepts)
+
+
+# ---------------------------------------------------------------- the protocol, read and declared (issue 29)
+#: the layers that read problems and terms only through metricopt.protocols
+READERS = ("backends", "certify")
+#: a problem: any ``problem`` (and ``<x>.problem``, e.g. ``self.problem``), or a function's parameter ``p`` / ``prob``
+PROBLEM_NAMES, PROBLEM_PARAMS = {"problem"}, {"p", "prob"}
+#: a term: any ``term`` or ``t``, a name bound by iterating over a term collection, an item of one
+TERM_NAMES = {"term", "t"}
+TERM_COLLECTIONS = re.compile(r"\b(terms|term_classes|hinges|parts|generic)\b")
+
+#: getattr / hasattr probes left on problems in the readers: (file, member) -> why it stays a probe
+PROBLEM_PROBES_ALLOWED: dict = {}
+#: ... and on terms
+TERM_PROBES_ALLOWED = {
+    ("certify/core.py", "cvxpy"): "the generic certifier needs only a term's CVXPY form, a narrower test than "
+                                  "ExactTerm's (which also asks for value, config, describe)",
+    ("certify/lmnn.py", "loss"): "the test that refuses, with a message, a 'triplet_loss' piece whose term has no "
+                                 "ScalarLoss (ScalarLossTerm) the certificate could read",
+    ("certify/generic.py", "loss"): "a 'triplet_loss' piece's scalar loss; the hinge's term needs none",
+}
+
+
+def _reader_files():
+    return sorted(p for layer in READERS for p in (ROOT / layer).rglob("*.py"))
+
+
+class _Reads(ast.NodeVisitor):
+    """Attribute reads on problems and terms in one module, and the getattr / hasattr probes on them."""
+
+    def __init__(self):
+        self.problem, self.term, self.problem_probes, self.term_probes = [], [], [], []
+        self.params = [set()]  # the parameters of the enclosing functions
+        self.term_names = [set(TERM_NAMES)]
+
+    def _function(self, node):
+        args = node.args
+        names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+        self.params.append(self.params[-1] | names)
+        self.term_names.append(set(self.term_names[-1]))
+        self.generic_visit(node)
+        self.params.pop()
+        self.term_names.pop()
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
+
+    def _bind(self, target, iterable):
+        if TERM_COLLECTIONS.search(ast.unparse(iterable)):
+            self.term_names[-1].update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+
+    def visit_For(self, node):
+        self._bind(node.target, node.iter)
+        self.generic_visit(node)
+
+    def visit_comprehension(self, node):
+        self._bind(node.target, node.iter)
+        self.generic_visit(node)
+
+    def is_problem(self, node):
+        if isinstance(node, ast.Name):
+            return node.id in PROBLEM_NAMES or (node.id in PROBLEM_PARAMS and node.id in self.params[-1])
+        return isinstance(node, ast.Attribute) and node.attr == "problem"
+
+    def is_term(self, node):
+        if isinstance(node, ast.Name):
+            return node.id in self.term_names[-1]
+        return isinstance(node, ast.Subscript) and bool(TERM_COLLECTIONS.search(ast.unparse(node.value)))
+
+    def visit_Attribute(self, node):
+        if isinstance(node.ctx, ast.Load):
+            if self.is_problem(node.value):
+                self.problem.append((node.attr, node.lineno))
+            elif self.is_term(node.value):
+                self.term.append((node.attr, node.lineno))
+        self.generic_visit(node)
+
+    def visit_Call(self, node):
+        if (isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+            name = node.args[1].value
+            if self.is_problem(node.args[0]):
+                self.problem.append((name, node.lineno))
+                self.problem_probes.append((name, node.lineno))
+            elif self.is_term(node.args[0]):
+                self.term.append((name, node.lineno))
+                self.term_probes.append((name, node.lineno))
+        self.generic_visit(node)
+
+
+def _reads():
+    """``{relative path: _Reads}`` over the readers' modules."""
+    out = {}
+    for path in _reader_files():
+        reads = _Reads()
+        reads.visit(ast.parse(path.read_text()))
+        out[str(path.relative_to(ROOT))] = reads
+    return out
+
+
+def _declared(protocols):
+    from metricopt.protocols import protocol_members
+
+    return set().union(*(protocol_members(p) for p in protocols))
+
+
+def test_backends_and_certificates_read_only_declared_members_of_problems_and_terms():
+    from metricopt.protocols import PROBLEM_PROTOCOLS, TERM_PROTOCOLS
+
+    problem_members, term_members = _declared(PROBLEM_PROTOCOLS), _declared(TERM_PROTOCOLS)
+    reads = _reads()
+    undeclared = sorted({f"{f}:{line}: problem.{name}" for f, r in reads.items() for name, line in r.problem
+                         if name not in problem_members}
+                        | {f"{f}:{line}: term.{name}" for f, r in reads.items() for name, line in r.term
+                           if name not in term_members})
+    assert undeclared == [], "declare these members in metricopt/protocols.py:\n" + "\n".join(undeclared)
+    # the scan sees the reads it is meant to see (a scan that finds nothing would pass vacuously)
+    problem_read = {name for r in reads.values() for name, _ in r.problem}
+    term_read = {name for r in reads.values() for name, _ in r.term}
+    assert {"geometry", "terms", "find_triplets", "triplet_scatter", "latent_at", "pairs", "budget_whitening",
+            "sample_weight", "X_lifted"} <= problem_read
+    assert {"value", "cvxpy", "dual_piece", "jax_active_set", "jax_value_grad", "violators",
+            "jax_prox_psd"} <= term_read
+
+
+def test_probes_on_problems_and_terms_are_an_explicit_allow_list():
+    reads = _reads()
+    problem_probes = {(f, name) for f, r in reads.items() for name, _ in r.problem_probes}
+    term_probes = {(f, name) for f, r in reads.items() for name, _ in r.term_probes}
+    assert problem_probes == set(PROBLEM_PROBES_ALLOWED), (
+        "a getattr / hasattr probe on a problem: read a declared member instead (a default on the base Problem, or "
+        "isinstance(problem, <capability protocol>)); the allow-list is tests/test_architecture.py's "
+        "PROBLEM_PROBES_ALLOWED")
+    assert term_probes == set(TERM_PROBES_ALLOWED), (
+        "a getattr / hasattr probe on a term: read a declared member instead (isinstance(term, <capability "
+        "protocol>)); the allow-list is tests/test_architecture.py's TERM_PROBES_ALLOWED")
+    assert sum(len(r.term_probes) for r in reads.values()) == len(TERM_PROBES_ALLOWED)
+
+
+def test_the_base_classes_satisfy_the_protocols():
+    """Every built-in problem satisfies :class:`~metricopt.protocols.Problem` and its family's capability
+    protocol, and every registered term the :class:`~metricopt.protocols.Term` union."""
+    import numpy as np
+
+    import metricopt as mo
+    from metricopt import protocols as P
+    from metricopt.problems.terms import TERMS
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(24, 3)), np.repeat([0, 1, 2], 8)
+    pairs = np.array([[0, 1], [2, 3], [8, 9], [0, 8], [1, 16], [9, 17]])
+    step = mo.problems.gerrymander.GerrymanderStepProblem(X, y, 2, np.tile(np.arange(2), (24, 1)) + 0)
+    cases = [
+        (mo.LMNNProblem(X, y, k=2), P.TripletProblem),
+        (mo.problems.multimetric.MultiMetricLMNNProblem(X, y, k=2), P.TripletProblem),
+        (mo.problems.multimetric.MultiMetricLMNNProblem(X, y, k=2), P.NeighbourPredictor),
+        (mo.MMCProblem(X, y), P.BudgetProblem),
+        (mo.POLAProblem(X, pairs=pairs, pair_labels=[1, 1, 1, -1, -1, -1], C=1.0), P.PairProblem),
+        (step, P.LatentProblem),
+    ]
+    for problem, capability in cases:
+        assert P.missing_members(problem, P.Problem) == [], type(problem).__name__
+        assert P.missing_members(problem, capability) == [], (type(problem).__name__, capability.__name__)
+    lmnn = cases[0][0]
+    for term in [*lmnn.terms, *step.terms, *cases[3][0].terms, *cases[4][0].terms]:
+        assert isinstance(term, P.Term), term
+    assert isinstance(lmnn.terms[1], P.WorkingSetLoss) and isinstance(lmnn.terms[1], P.ActiveSetLoss)
+    assert isinstance(lmnn.terms[1], P.ScalarLossTerm)
+    for name, cls in TERMS.items():
+        assert P.protocol_members(P.Term) <= set(dir(cls)), name

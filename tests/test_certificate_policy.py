@@ -110,5 +110,8 @@ def test_a_dual_piece_field_no_certifier_reads_is_refused():
     assert same.lower == plain.lower and same.upper == plain.upper
     with pytest.raises(NotCertifiableError) as exc:
         mo.certify(mo.LMNNProblem(X, y, k=1, regularizer=NuclearTrace(0.1, 2.0)), np.eye(2))
-    assert str(exc.value).startswith("the certifier 'triplet hinge (LMNN family)' accepts LMNN, but its terms' dual "
-                                     "pieces set the field(s) ['nuclear'], which its bound does not read")
+    msg = str(exc.value)
+    assert msg.startswith("no certifier reads every part of this problem: 'triplet hinge (LMNN family)' accepts LMNN but "
+                          "does not read the field(s) ['nuclear'] of its terms' dual pieces")
+    assert "'generic conic bound (any convex term's CVXPY expression)' accepts LMNN but does not read the field(s) " \
+           "['nuclear']" in msg

@@ -198,3 +198,22 @@ def test_verified_eigenvalue_bounds_hold_for_every_matrix_within_their_error():
     c = power_of_two_scaling(dg)
     scaled = dg * c * c
     assert np.all((scaled[:3] >= 0.5) & (scaled[:3] <= 2.0)) and c[3] == 1.0
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge", "smooth_hinge"])
+def test_an_indefinite_linear_part_never_gives_a_bound_above_the_optimum(loss):
+    """A linear term with a negative part (here -5 I) and a Frobenius term: the optimum is negative, and with every
+    triplet satisfied at the candidate (no multiplier) the bound is the alpha = 0 bound -||Pi_+(-P)||^2 / (2 lam),
+    not 0 (which the fast path returned before: 0 > -24.85, an 'optimal' status for a wrong bound)."""
+    from metricopt.terms import Frobenius, Linear
+
+    rng = np.random.default_rng(0)
+    X = np.r_[rng.normal(size=(10, 2)) * 0.05, rng.normal(size=(10, 2)) * 0.05 + [3.0, 0.0]]
+    y = np.repeat([0, 1], 10)
+    problem = mo.LMNNProblem(X, y, k=2, loss=loss, regularizer=[Linear(-5 * np.eye(2)), Frobenius(1.0)])
+    optimum = mo.solve(problem, backend="cvxpy", solver="CLARABEL").objective
+    assert optimum < -20
+    for M in (5 * np.eye(2), 20 * np.eye(2), np.zeros((2, 2))):
+        for dual in ("auto", "generic"):
+            cert = mo.certify(problem, M, dual=dual)
+            assert cert.lower <= optimum + 1e-9 * abs(optimum), (dual, M[0, 0], cert.lower)

@@ -828,18 +828,93 @@ class _SquaredTrace(mo.terms.Term):
         return 0.5 * self.lam * cp.square(cp.trace(V["M"])), []
 
 
-def test_uncertifiable_term_is_refused_and_the_exact_solve_says_not_certified():
+class _ExpTrace(mo.terms.Term):
+    """lam exp(tr(M) / d): convex, but CVXPY writes it with an exponential cone (no generic bound for it)."""
+
+    def __init__(self, lam=1.0):
+        self.lam = float(lam)
+
+    def value(self, problem, V):
+        return self.lam * float(np.exp(np.trace(V["M"]) / problem.d))
+
+    def cvxpy(self, problem, V, ws=None):
+        import cvxpy as cp
+
+        return self.lam * cp.exp(cp.trace(V["M"]) / problem.d), []
+
+
+def test_a_term_without_a_dual_piece_is_certified_generically():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(24, 3))
     y = np.repeat([0, 1, 2], 8)
     problem = mo.LMNNProblem(X, y, k=2, regularizer=[_SquaredTrace(0.5)])
-    with pytest.raises(mo.NotCertifiableError, match=r"no dual piece for the term _SquaredTrace: the certificates bound the optimum"):
+    sol = problem.solve(backend="cvxpy")
+    assert sol.status is mo.Status.OPTIMAL and sol.certificate.is_optimal
+    assert sol.certificate.details["dual form"].startswith("generic")
+    assert sol.objective == pytest.approx(problem.objective(sol.M), rel=1e-9)
+
+
+def test_uncertifiable_term_is_refused_and_the_exact_solve_says_not_certified():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(24, 3))
+    y = np.repeat([0, 1, 2], 8)
+    problem = mo.LMNNProblem(X, y, k=2, regularizer=[_ExpTrace(0.5)])
+    with pytest.raises(mo.NotCertifiableError, match=r"compiles to exponential or power cones, which the generic "
+                                                      r"certificate does not handle"):
         mo.certify(problem, np.eye(3))
     sol = problem.solve(backend="cvxpy")
     assert sol.M is not None and sol.certificate is None
     assert "NOT CERTIFIED (the status is the solver's own claim)" in sol.message
     assert sol.status is mo.Status.UNCERTIFIED  # never a silent optimal
     assert sol.objective == pytest.approx(problem.objective(sol.M), rel=1e-9)
+
+
+class _BareTerm:
+    """A term written from scratch, not from metricopt.terms.Term: an exact value and a CVXPY form, but no
+    ``dual_piece`` (no :class:`metricopt.protocols.CertifiableTerm`) and no JAX piece."""
+
+    convex = True
+    uses_working_set = False
+
+    def value(self, problem, V):
+        return 0.5 * float(np.trace(V["M"]))
+
+    def cvxpy(self, problem, V, ws=None):
+        import cvxpy as cp
+
+        return 0.5 * cp.trace(V["M"]), []
+
+    def config(self):
+        return None
+
+    def describe(self):
+        return "BareTerm"
+
+    __repr__ = describe
+
+
+def test_a_term_that_is_no_certifiable_term_is_refused_with_a_message():
+    from metricopt.certify.core import certifiable
+    from metricopt.protocols import CertifiableTerm, ExactTerm
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(24, 3))
+    y = np.repeat([0, 1, 2], 8)
+    problem = mo.LMNNProblem(X, y, k=2)
+    problem.terms.append(_BareTerm())
+    assert isinstance(problem.terms[-1], ExactTerm) and not isinstance(problem.terms[-1], CertifiableTerm)
+    # a NotCertifiableError naming the term and what it lacks, never an AttributeError
+    with pytest.raises(mo.NotCertifiableError, match=r"the term BareTerm of LMNN is not certifiable: it lacks "
+                                                      r"dual_piece, generic_certificate"):
+        mo.certify(problem, np.eye(3))
+    with pytest.raises(mo.NotCertifiableError, match="dual_piece"):
+        mo.certify(problem, np.eye(3), dual="generic")
+    ok, reason = certifiable(problem)
+    assert not ok and "lacks dual_piece" in reason
+    assert mo.backends.accepting_backends(problem)["jax"][0] is False  # no JAX piece either
+    sol = problem.solve(backend="cvxpy")  # solved exactly, reported uncertified
+    assert sol.M is not None and sol.certificate is None and sol.status is not mo.Status.OPTIMAL
+    assert "NOT CERTIFIED" in sol.message and "lacks dual_piece" in sol.message
 
 
 def test_lmnn_free_multipliers_capped_by_size_and_bound_stays_valid(monkeypatch):
@@ -867,8 +942,8 @@ def test_lmnn_free_multipliers_capped_by_size_and_bound_stays_valid(monkeypatch)
 
 def test_wide_band_second_bound_is_valid_and_not_looser(monkeypatch):
     """Near the optimum the certifier tries a second restricted dual over a wider band when the first
-    bound misses ``tol`` by at most ``WIDE_WITHIN``: its bound is never looser than the first and still
-    below the exact optimum."""
+    bound misses ``tol`` (and its gap is at most ``WIDE_CEIL``): its bound is never looser than the first and
+    still below the exact optimum, and a smaller ``tol`` never gives a looser bound for the same M."""
     from sklearn.datasets import load_wine
     from sklearn.preprocessing import StandardScaler
 
@@ -888,12 +963,17 @@ def test_wide_band_second_bound_is_valid_and_not_looser(monkeypatch):
     narrow, _ = lm.lmnn_lower_bound(P, V, upper)
     rel = (upper - narrow) / upper
     assert rel > 1e-6
-    tol = max(rel / 10, lm.WIDE_MIN_TOL)
-    assert tol < rel <= lm.WIDE_WITHIN * tol
-    cert = mo.certify(P, M, tol=tol)  # the first bound misses tol by at most WIDE_WITHIN: the wide one is tried
+    tol = rel / 10
+    assert tol < rel <= lm.WIDE_CEIL
+    cert = mo.certify(P, M, tol=tol)  # the first bound misses tol: the wide one is tried
     assert narrow - 1e-9 * abs(upper) <= cert.lower <= f_opt + 1e-7 * abs(f_opt)
     wide, _ = lm.lmnn_lower_bound(P, V, upper, band=lm.WIDE_BAND, max_free=lm.WIDE_MAX_FREE)
     assert cert.lower == pytest.approx(max(narrow, wide), rel=1e-12, abs=1e-12)
+    # monotone in tol: a tighter tol gives the same bound (both try the wide band), never a looser one
+    for smaller in (tol / 100, 1e-12):
+        assert mo.certify(P, M, tol=smaller).lower >= cert.lower - 1e-12 * abs(cert.lower)
+    with lm.narrow_only():  # the JAX backend's mid-run certificates
+        assert mo.certify(P, M, tol=tol).lower == pytest.approx(narrow, rel=1e-12, abs=1e-12)
 
 
 def test_rounding_level_negative_eigenvalues_are_not_reprojected():

@@ -200,7 +200,7 @@ case("certify-None-M", lambda: mo.certify(_lmnn0(), None), InputError,
 case("certify-1d-M", lambda: mo.certify(_lmnn0(), np.ones(2)), InputError,
      "M must be a finite (2, 2) array; got shape (2,).")
 case("certify-unknown-keyword", lambda: mo.certify(_lmnn0(), np.eye(2), tolerance=1e-3), UnknownOptionError,
-     "unknown keyword(s) for certify: ['tolerance']; accepted: tol, psd_tol, feas_tol (LMNN's variables besides M: "
+     "unknown keyword(s) for certify: ['tolerance']; accepted: tol, psd_tol, feas_tol, dual (LMNN's variables besides M: "
      "none).")
 case("certify-POLA-b-nan", lambda: mo.certify(_pola0(), np.eye(2), b=float("nan")), InputError,
      "b must be a finite real number (or None: chosen optimally for M); got nan.")

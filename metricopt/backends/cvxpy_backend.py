@@ -29,7 +29,7 @@ from .._validation import check_choice, check_int, check_real
 from ..certify.policy import settle
 from ..errors import MetricoptError, ProblemTooLargeError, UnknownOptionError
 from ..linalg import project_psd, symmetrize
-from ..protocols import GeometryKind
+from ..protocols import GeometryKind, HasPairs, RepairingTerm, TripletProblem
 from ..solution import Solution, Status
 
 NAME = "cvxpy"
@@ -145,8 +145,8 @@ def _variables(problem):
 
 def _check_size(problem, ws_sizes):
     width = problem.d if problem.geometry.diagonal else problem.d**2
-    rows = sum(ws_sizes) + sum(len(getattr(t, "pairs", ())) for t in problem.terms)
-    rows += sum(len(getattr(c, "pairs", ())) for c in problem.constraints)
+    rows = sum(ws_sizes) + sum(len(t.pairs) for t in problem.terms if isinstance(t, HasPairs))
+    rows += sum(len(c.pairs) for c in problem.constraints if isinstance(c, HasPairs))
     entries = rows * width
     if problem.d > MAX_DIM or entries > MAX_ENTRIES:
         raise ProblemTooLargeError(
@@ -423,7 +423,7 @@ def _solve(problem, opts, budget):
     if working_set:
         sets = {i: problem.terms[i].initial_working_set(problem, V0) for i in ws_idx}
         width = problem.d if problem.geometry.diagonal else problem.d ** 2
-        if auto and int(getattr(problem, "n_triplets", 0)) * width > POLISH_ABOVE:
+        if auto and isinstance(problem, TripletProblem) and int(problem.n_triplets) * width > POLISH_ABOVE:
             rough = _first_order_point(problem, budget)
             if rough is not None:
                 V0["M"] = rough.M
@@ -574,4 +574,8 @@ def _values(problem, V):
     out = {"M": M}
     for name in problem.extra_variables:
         out[name] = float(V[name].value)
-    return problem.repair(out)
+    out = problem.repair(out)
+    for term in problem.terms:  # a term's own repair (e.g. TraceBall scales M back into its ball)
+        if isinstance(term, RepairingTerm):
+            out = term.repair(problem, out)
+    return out

@@ -11,6 +11,7 @@ import numpy as np
 from .._validation import check_int, check_real
 from ..errors import InputError
 from ..knn import knn_loo_predict, knn_predict
+from ..protocols import CertifiableTerm, NeighbourPredictor
 from ..solution import Solution
 from .core import certify
 
@@ -55,7 +56,7 @@ def _strong_convexity(problem):
     only be larger)."""
     total = 0.0
     for term in problem.terms:
-        piece = term.dual_piece(problem)
+        piece = term.dual_piece(problem) if isinstance(term, CertifiableTerm) else None
         if piece is not None:
             total += float(piece.strong_convexity)
     return total
@@ -101,6 +102,7 @@ def check_agreement(problem: Any, sol_a: Any, sol_b: Any, X_test: Any = None, to
                 raise InputError(f"{name} has no metric (status '{s.status}'); nothing to compare.")
         Ms.append(s)
     ca, cb = certify(problem, Ms[0], tol=tol), certify(problem, Ms[1], tol=tol)
+    Ma, Mb = (np.asarray(s.M if isinstance(s, Solution) else s, dtype=np.float64) for s in Ms)
     rep = AgreementReport()
     rep.checks.append(Check("certificates", True, ca.is_optimal and cb.is_optimal,
                             f"relative gaps {ca.rel_gap:.2e} and {cb.rel_gap:.2e} (tol {tol:.0e})"))
@@ -108,20 +110,17 @@ def check_agreement(problem: Any, sol_a: Any, sol_b: Any, X_test: Any = None, to
     allowed = 2.0 * tol * max(abs(ca.upper), abs(cb.upper), 1e-12)
     rep.checks.append(Check("objectives", True, diff <= allowed,
                             f"{ca.upper:.12g} vs {cb.upper:.12g}: difference {diff:.2e}, allowed {allowed:.2e}"))
-    Ma = Ms[0].M if isinstance(Ms[0], Solution) else np.asarray(Ms[0], dtype=np.float64)
-    Mb = Ms[1].M if isinstance(Ms[1], Solution) else np.asarray(Ms[1], dtype=np.float64)
-    y = getattr(problem, "y", None)
+    y = problem.y
+    own = problem if isinstance(problem, NeighbourPredictor) else None  # multi-metric LMNN: its own distances
     if y is not None:
-        own_loo = getattr(problem, "knn_loo_predict", None)  # multi-metric LMNN: cluster-dependent distances
-        pa = own_loo(Ma, k) if own_loo else knn_loo_predict(problem.X, y, k, M=Ma)
-        pb = own_loo(Mb, k) if own_loo else knn_loo_predict(problem.X, y, k, M=Mb)
+        pa = own.knn_loo_predict(Ma, k) if own is not None else knn_loo_predict(problem.X, y, k, M=Ma)
+        pb = own.knn_loo_predict(Mb, k) if own is not None else knn_loo_predict(problem.X, y, k, M=Mb)
         agree = float(np.mean(pa == pb))
         rep.checks.append(Check(f"{k}-NN leave-one-out predictions", True, agree >= min_knn_agreement,
                                 f"{100 * agree:.2f}% of {len(pa)} training points agree"))
         if X_test is not None:
-            own = getattr(problem, "knn_predict", None)
-            ta = own(X_test, Ma, k) if own else knn_predict(problem.X, y, X_test, k, M=Ma)
-            tb = own(X_test, Mb, k) if own else knn_predict(problem.X, y, X_test, k, M=Mb)
+            ta = own.knn_predict(X_test, Ma, k) if own is not None else knn_predict(problem.X, y, X_test, k, M=Ma)
+            tb = own.knn_predict(X_test, Mb, k) if own is not None else knn_predict(problem.X, y, X_test, k, M=Mb)
             agree = float(np.mean(ta == tb))
             rep.checks.append(Check(f"{k}-NN test predictions", True, agree >= min_knn_agreement,
                                     f"{100 * agree:.2f}% of {len(ta)} test points agree"))

@@ -7,19 +7,20 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .._validation import REAL_LIMIT, as_real_array, check_problem, check_real
+from .._validation import REAL_LIMIT, as_real_array, check_choice, check_problem, check_real
 from ..errors import InputError, NotCertifiableError, NotConvexError, UnknownOptionError
 from ..linalg import project_psd, psd_defect, small_blas, symmetrize
-from ..protocols import GeometryKind
+from ..protocols import GeometryKind, LatentProblem
 from ..solution import Solution
 from .certificate import Certificate
 from .dual import DualSummary, dual_summary
+from .generic import generic_triplet_bound
 from .latent import latent_bound
 from .lmnn import triplet_bound
 from .pairs import budget_bound, threshold_bound
 from .verified import power_of_two_scaling
 
-__all__ = ["certify", "register_certifier", "CERTIFIERS", "Certifier"]
+__all__ = ["certify", "certifiable", "register_certifier", "CERTIFIERS", "Certifier"]
 
 
 @dataclass(frozen=True)
@@ -52,21 +53,53 @@ def register_certifier(name: str, accepts: Callable[[Any, DualSummary], bool], b
     CERTIFIERS.append(Certifier(name, accepts, bound, frozenset(reads)))
 
 
-def _find_certifier(problem, summary):
+def _find_certifier(problem, summary, dual="auto"):
+    """The first registered certifier that accepts the problem and reads every dual-piece field its terms set
+    (``dual="generic"``: the generic certifier of :mod:`.generic` only)."""
+    refused = []
     for c in CERTIFIERS:
+        if dual == "generic" and c.name != GENERIC:
+            continue
         if c.accepts(problem, summary):
             unread = sorted(summary.fields - c.reads)
-            if unread:
-                raise NotCertifiableError(
-                    f"the certifier '{c.name}' accepts {problem.method}, but its terms' dual pieces set the field(s) "
-                    f"{unread}, which its bound does not read (it reads {sorted(c.reads)}): certifying without them "
-                    "could overstate the lower bound. Register a certifier that reads them "
-                    "(metricopt.certify.register_certifier(..., reads=...)).")
-            return c
+            if not unread:
+                return c
+            refused.append(f"'{c.name}' accepts {problem.method} but does not read the field(s) {unread} of its terms' "
+                           f"dual pieces (it reads {sorted(c.reads)})")
+    if refused:
+        generic = (f" The term(s) {summary.generic} declare no dual piece; the generic certificate (from their CVXPY "
+                   "expressions) covers a PSD metric with at most one triplet loss.") if summary.generic else ""
+        raise NotCertifiableError(
+            "no certifier reads every part of this problem: " + "; ".join(refused) + ". Certifying without them could "
+            "overstate the lower bound." + generic + " Register a certifier that reads them "
+            "(metricopt.certify.register_certifier(..., reads=...)).")
     raise NotCertifiableError(
         f"no certificate is implemented for {problem.method} (geometry '{problem.geometry.describe()}', losses "
-        f"{sorted(summary.losses) or 'none'}); register one with metricopt.certify.register_certifier."
+        f"{sorted(summary.losses) or 'none'}"
+        + (f", terms without a dual piece {summary.generic}" if summary.generic else "")
+        + "); register one with metricopt.certify.register_certifier."
     )
+
+
+def certifiable(problem: Any) -> tuple[bool, str]:
+    """``(True, "")`` when :func:`certify` can bound ``problem`` (a registered certifier reads every term), else
+    ``(False, reason)``. A term without a dual piece that declares ``generic_certificate = False`` (its CVXPY form
+    needs exponential or power cones, e.g. MLCC's log-partition) is not certifiable; any other such term is taken
+    as certifiable here, and :func:`certify` raises :class:`~metricopt.errors.NotCertifiableError` if its
+    compiled program turns out to need such cones after all."""
+    if not problem.is_convex:
+        return False, "the problem is not convex"
+    try:
+        summary = dual_summary(problem)
+        certifier = _find_certifier(problem, summary)
+    except NotCertifiableError as exc:
+        return False, str(exc)
+    if certifier.name == GENERIC:
+        refused = [t for t in summary.generic if t.generic_certificate is False]
+        if refused:
+            return False, (f"no dual piece for the term {refused[0]}, and it declares that the generic certificate "
+                           "cannot bound it (generic_certificate = False)")
+    return True, ""
 
 
 #: negative eigenvalues above ``-PSD_ROUNDING * max(1, max|M_ij|)`` are rounding (a PSD projection computed in
@@ -78,7 +111,7 @@ WIDE_DIAGONAL = 1e6
 
 
 def certify(problem: Any, M: Any, tol: float = 1e-6, psd_tol: float = 1e-7, feas_tol: float = 1e-6,
-            **variables: float) -> Certificate:
+            dual: str = "auto", **variables: float) -> Certificate:
     """Certify a candidate ``M`` (or a :class:`~metricopt.Solution`) of a convex problem.
 
     The bound is chosen from the problem's declarations (its geometry and its terms' dual
@@ -101,6 +134,11 @@ def certify(problem: Any, M: Any, tol: float = 1e-6, psd_tol: float = 1e-7, feas
     feas_tol : float
         Relative tolerance on the problem's own constraints (MMC's budget, POLA's
         margins); candidates within it are rescaled onto the feasible set.
+    dual : {"auto", "generic"}
+        ``"auto"``: the first registered certifier that reads every term (closed-form dual pieces where the
+        terms declare them, the generic conic bound of :mod:`metricopt.certify.generic` for terms that declare
+        none). ``"generic"``: the generic bound for every term, even those with a closed form (to compare the
+        two; slower).
     **variables
         Extra variables (POLA: ``b``; chosen optimally for ``M`` when omitted).
 
@@ -124,13 +162,14 @@ def certify(problem: Any, M: Any, tol: float = 1e-6, psd_tol: float = 1e-7, feas
     tol = check_real(tol, "tol", low=0.0)
     psd_tol = check_real(psd_tol, "psd_tol", low=0.0)
     feas_tol = check_real(feas_tol, "feas_tol", low=0.0)
+    dual = check_choice(dual, "dual", ("auto", "generic"))
     summary = dual_summary(problem)
-    certifier = _find_certifier(problem, summary)
-    extra = tuple(getattr(problem, "extra_variables", ()))
+    certifier = _find_certifier(problem, summary, dual)
+    extra = tuple(problem.extra_variables)
     unknown = sorted(set(variables) - set(extra))
     if unknown:
         raise UnknownOptionError(
-            f"unknown keyword(s) for certify: {unknown}; accepted: tol, psd_tol, feas_tol"
+            f"unknown keyword(s) for certify: {unknown}; accepted: tol, psd_tol, feas_tol, dual"
             + "".join(f", {v}" for v in extra) + f" ({problem.method}'s variables besides M: {', '.join(extra) or 'none'})."
         )
     for name, value in list(variables.items()):  # validated, passed on as floats
@@ -201,7 +240,8 @@ def certify(problem: Any, M: Any, tol: float = 1e-6, psd_tol: float = 1e-7, feas
 # ---------------------------------------------------------------- the built-in certifiers
 def _accepts_triplets(problem, summary):
     return (problem.geometry.kind is GeometryKind.PSD and not problem.geometry.diagonal
-            and set(summary.losses) <= {"triplet_hinge"} and len(summary.losses.get("triplet_hinge", [])) <= 1)
+            and set(summary.losses) <= {"triplet_hinge", "triplet_loss"}
+            and len(summary.losses.get("triplet_hinge", [])) + len(summary.losses.get("triplet_loss", [])) <= 1)
 
 
 def _accepts_budget(problem, summary):
@@ -218,10 +258,24 @@ def _accepts_threshold(problem, summary):
 def _accepts_latent(problem, summary):
     return (problem.geometry.kind is GeometryKind.PSD and not problem.geometry.diagonal
             and set(summary.losses) == {"latent_hinge"} and len(summary.losses["latent_hinge"]) == 1
-            and (summary.lam > 0 or hasattr(problem, "pull")))
+            and (summary.lam > 0 or isinstance(problem, LatentProblem)))
 
 
 register_certifier("triplet hinge (LMNN family)", _accepts_triplets, triplet_bound)
 register_certifier("similar-pair budget (MMC)", _accepts_budget, budget_bound)
 register_certifier("threshold and pair margins (POLA)", _accepts_threshold, threshold_bound)
 register_certifier("latent-set hinge (gerrymandering's CCCP step)", _accepts_latent, latent_bound)
+
+
+def _accepts_generic(problem, summary):
+    g = problem.geometry
+    losses = set(summary.losses)
+    return (g.kind is GeometryKind.PSD and not g.diagonal and g.blocks is None
+            and losses <= {"triplet_hinge", "triplet_loss"}
+            and sum(len(v) for v in summary.losses.values()) <= 1
+            and all(hasattr(t, "cvxpy") for t in problem.terms))
+
+
+#: the name of the generic certifier (terms without a dual piece, or ``certify(..., dual="generic")``)
+GENERIC = "generic conic bound (any convex term's CVXPY expression)"
+register_certifier(GENERIC, _accepts_generic, generic_triplet_bound, reads=PIECE_FIELDS | {"generic"})

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import InputError, NotCertifiableError
 from ..linalg import symmetrize
-from ..protocols import DualPiece
+from ..protocols import CertifiableTerm, DualPiece, missing_members
 
 __all__ = ["DualSummary", "dual_summary"]
 
@@ -37,6 +37,8 @@ class DualSummary:
     #: the names of the :class:`~metricopt.protocols.DualPiece` fields some term set away from their defaults: a
     #: certifier must read every one of them (:func:`metricopt.certify.register_certifier`, ``reads``)
     fields: set = field(default_factory=set)
+    #: the terms without a dual piece (a certifier reading ``"generic"`` bounds them from their CVXPY expressions)
+    generic: list = field(default_factory=list)
 
     def loss(self, name):
         """The single ``(term, piece)`` of loss ``name``, or ``(None, None)``."""
@@ -54,20 +56,26 @@ def _is_default(value, f) -> bool:
 
 
 def dual_summary(problem) -> DualSummary:
-    """Fold the problem's terms' dual pieces into a :class:`DualSummary`; a term without one
-    raises :class:`~metricopt.errors.NotCertifiableError` naming it."""
+    """Fold the problem's terms' dual pieces into a :class:`DualSummary`; a term without one is listed in
+    ``generic`` (and ``"generic"`` in ``fields``): only a certifier that reads it may certify the problem. A term
+    that is no :class:`~metricopt.protocols.CertifiableTerm` at all (no ``dual_piece``) raises
+    :class:`~metricopt.errors.NotCertifiableError`."""
     d = problem.d
     out = DualSummary(P=np.zeros((d, d)))
     for term in problem.terms:
+        if not isinstance(term, CertifiableTerm):
+            missing = ", ".join(missing_members(term, CertifiableTerm))
+            raise NotCertifiableError(
+                f"the term {term!r} of {problem.method} is not certifiable: it lacks {missing} "
+                "(metricopt.protocols.CertifiableTerm), so no certificate can read it. Derive it from "
+                "metricopt.terms.Term (dual_piece None: bounded from its CVXPY expression where possible) or give it "
+                "a dual_piece returning a metricopt.protocols.DualPiece.")
         piece = term.dual_piece(problem)
         if piece is None:
-            raise NotCertifiableError(
-                f"no dual piece for the term {term!r}: the certificates bound the optimum through each term's "
-                "dual_piece (a linear part <P, M>, a Frobenius part lam/2 ||M||_F^2, a constant, or a loss whose "
-                "multipliers a certificate chooses), and this term declares none. Solve with backend='cvxpy' (the "
-                "solution is then the conic solver's claim, not certified) or give the term a dual_piece method "
-                "returning a metricopt.protocols.DualPiece."
-            )
+            # certified through its CVXPY expression by a certifier that reads "generic" (metricopt.certify.generic)
+            out.generic.append(term)
+            out.fields.add("generic")
+            continue
         if not isinstance(piece, DualPiece):
             raise InputError(f"{type(term).__name__}.dual_piece must return a metricopt.protocols.DualPiece or None; "
                              f"got {type(piece).__name__}.")

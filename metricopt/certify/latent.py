@@ -32,6 +32,7 @@ import numpy as np
 
 from ..linalg import symmetrize
 from ._dual import largest_psd_step, restricted_dual_program
+from .verified import EPS, eig_error, gamma
 
 #: sets whose value is within BAND (relative to 1 + |value|) of their point's maximum get free multipliers
 BAND = 1e-3
@@ -94,10 +95,12 @@ def latent_bound(problem, M, variables, summary, feas_tol, tol):
     sums[empty] = C
     alpha *= C / sums[rows[:, 0]]
     B = symmetrize(problem.set_scatter(rows[:, 0], rows[:, 1:], alpha))
-    linear = float(alpha @ lam_r)
+    # rounding lowers the bound: the dot product rounded down by its error bound, the eigenvalues raised by theirs
+    linear = float(alpha @ lam_r) - gamma(len(alpha) + 1) * float(np.abs(alpha) @ np.abs(lam_r))
     if lam > 0:
-        w = np.linalg.eigvalsh(symmetrize(B - P))
-        lower = const + linear - float(np.sum(np.clip(w, 0, None) ** 2)) / (2 * lam)
+        D = symmetrize(B - P)
+        w = np.linalg.eigvalsh(D) + eig_error(D, 2 * EPS * (np.abs(B) + np.abs(P)))
+        lower = const + linear - float(np.sum(np.clip(w, 0, None) ** 2)) / (2 * lam) * (1 + 8 * EPS * len(w))
         details["dual form"] = "Frobenius-regularised (closed form)"
     else:
         P_star = problem.pull

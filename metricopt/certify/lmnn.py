@@ -37,14 +37,30 @@ margin, found by a small restricted dual program (the rank-two solver of :mod:`.
 the per-triplet bounds). Every number of the bound is then recomputed in float64 from that
 :math:`\alpha`, each rounding (the sums forming ``P`` and ``B``, the eigenvalues, the scalings, the objective
 at the candidate) taken on the side that lowers the bound: no tolerance can raise it.
+
+Other scalar triplet losses (dual piece ``"triplet_loss"``: the squared hinge, the Huber hinge; see
+:mod:`metricopt.losses`) replace :math:`\sum_t \alpha_t` by :math:`\sum_t (\alpha_t - \mu w_t\,
+\ell^*(\alpha_t / (\mu w_t)))` with :math:`0 \le \alpha_t \le \mu w_t \bar a` and need no restricted dual: a
+differentiable loss determines its multipliers, :math:`\alpha_t = \mu w_t\, \ell'(h_t)` at the candidate (exact
+at the optimum). For :math:`\lambda = 0` the scaling :math:`s` of the pencil bound then trades the concave
+:math:`\varphi(s) = s \sum_t \alpha_t - \sum_t \mu w_t \ell^*(s \alpha_t / (\mu w_t))` against :math:`c\,U`
+(:func:`loss_lower_bound`, :func:`_pencil_bound_conjugate`); the conjugates are rounded up.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
+import math
+
 import cvxpy as cp
 import numpy as np
 
+from ..errors import NotCertifiableError
 from ..linalg import symmetrize
+from ..losses import ScalarLoss, round_up
 from ._dual import restricted_dual_program
 from .dual import dual_summary
 from .rank2_dual import solve_rank2_dual
@@ -55,13 +71,11 @@ BAND = 1e-3
 #: largest number of free multipliers in the restricted dual
 MAX_FREE = 4000
 #: the wider second attempt (see :func:`triplet_bound`): band half-width and number of free multipliers,
-#: tried when the first bound's relative gap is above ``tol`` but within WIDE_WITHIN times it
+#: tried when the first bound's relative gap is above ``tol`` and at most WIDE_CEIL (whatever ``tol``: a smaller
+#: ``tol`` never gets a looser bound), unless the caller asked for the narrow band only (:func:`narrow_only`)
 WIDE_BAND = 1e-2
 WIDE_MAX_FREE = 400
-WIDE_WITHIN = 100.0
-#: ... and only for tolerances of at least WIDE_MIN_TOL: at tol 1e-6 (digits PCA-30) the wide program did not
-#: certify earlier and its cost spaced the certificates out (JAX solve 26 s without, 33 s with it)
-WIDE_MIN_TOL = 1e-5
+WIDE_CEIL = 1e-2
 #: largest size (free multipliers x d^2) of the restricted dual's dense constraint block; beyond it the
 #: free multipliers are capped (the bound stays valid, only looser): d <= 70 keeps MAX_FREE, d = 100 2000
 MAX_FREE_ENTRIES = 20_000_000
@@ -81,7 +95,7 @@ def _restricted_dual(problem, P, lam, mu, Tv, Tn, Bv, accuracy, wv=None, wn=None
     ``[0, mu w_t]``. ``wv``, ``wn``: the anchors' weights of ``Tv`` and ``Tn`` (``None``: unweighted)."""
     cv = len(Tv) if wv is None else float(np.sum(wv))
     un = mu if wn is None else mu * wn  # upper bounds of the free multipliers
-    factors = getattr(problem, "triplet_factors", None)
+    factors = problem.triplet_factors
     if lam == 0 and factors is not None and len(Tn) <= RANK2_MAX_FREE:
         U, Vf = factors(Tn[:, 0], Tn[:, 1], Tn[:, 2])
         found = solve_rank2_dual(P, U, Vf, mu, G0=Bv if len(Tv) else None, c0=cv, accuracy=accuracy,
@@ -125,6 +139,37 @@ def _safe_upper(upper):
     return max(float(upper), 0.0) * (1.0 + 1e-12) + 1e-300
 
 
+def _pencil_prepare(P, B, EP=0.0, EB=0.0):
+    """The common part of the pencil bounds (:func:`_pencil_bound`, :func:`_pencil_bound_conjugate`): ``None`` when
+    ``P``, ``B`` and their rounding bounds vanish, else ``(lower_of, lP, gam, live)`` with ``lower_of(s)`` a certified
+    lower bound on the smallest eigenvalue of ``W^T (P - sB) W``, ``lP`` one on that of ``W^T P W``, ``gam`` the
+    (computed) largest generalised eigenvalue of ``(B, P)`` and ``live`` the coordinates kept (see
+    :func:`_pencil_bound`)."""
+    EP = np.broadcast_to(np.asarray(EP, dtype=np.float64), P.shape)
+    EB = np.broadcast_to(np.asarray(EB, dtype=np.float64), P.shape)
+    live = np.any(P != 0, axis=0) | np.any(B != 0, axis=0) | np.any(EP != 0, axis=0) | np.any(EB != 0, axis=0)
+    if not live.any():
+        return None
+    ix = np.ix_(live, live)
+    P, B, EP, EB = P[ix], B[ix], EP[ix], EB[ix]
+    c = power_of_two_scaling(np.maximum(np.diag(P), np.abs(np.diag(B))))
+    C = np.outer(c, c)
+    P, B, EP, EB = P * C, B * C, EP * C, EB * C  # exact
+    w, V = np.linalg.eigh(P)
+    top = max(float(w[-1]), 0.0)
+    W = V / np.sqrt(np.maximum(w, 1e-13 * top))[None, :] if top > 0 else np.eye(len(w))
+    Pw, EPw = congruence(W, P, EP)
+    lP = min_eig_lower(Pw, EPw)
+    gam = float(np.linalg.eigvalsh(W.T @ B @ W)[-1])
+
+    def lower_of(s):
+        H = P - s * B
+        G, EG = congruence(W, H, EP + s * EB + 2 * EPS * (np.abs(P) + np.abs(s * B)))
+        return min_eig_lower(G, EG)
+
+    return lower_of, lP, gam, live
+
+
 def _pencil_bound(P, B, alpha_sum, smax, upper, EP=0.0, EB=0.0):
     r"""The bound of the module docstring for :math:`\lambda = 0`, every step on the safe side of rounding
     (:mod:`.verified`): ``(bound, details)``.
@@ -144,27 +189,10 @@ def _pencil_bound(P, B, alpha_sum, smax, upper, EP=0.0, EB=0.0):
     the largest ``s`` with :math:`\ell_G \ge 0` (``0`` when there is none: the hinge can then vanish at no pull
     cost, and no positive bound holds). ``EP``, ``EB``: elementwise bounds on the rounding in ``P`` and ``B``."""
     U = _safe_upper(upper)
-    EP = np.broadcast_to(np.asarray(EP, dtype=np.float64), P.shape)
-    EB = np.broadcast_to(np.asarray(EB, dtype=np.float64), P.shape)
-    live = np.any(P != 0, axis=0) | np.any(B != 0, axis=0) | np.any(EP != 0, axis=0) | np.any(EB != 0, axis=0)
-    if not live.any():
+    prepared = _pencil_prepare(P, B, EP, EB)
+    if prepared is None:
         return smax * alpha_sum, {"dual form": "P = B = 0"}
-    ix = np.ix_(live, live)
-    P, B, EP, EB = P[ix], B[ix], EP[ix], EB[ix]
-    c = power_of_two_scaling(np.maximum(np.diag(P), np.abs(np.diag(B))))
-    C = np.outer(c, c)
-    P, B, EP, EB = P * C, B * C, EP * C, EB * C  # exact
-    w, V = np.linalg.eigh(P)
-    top = max(float(w[-1]), 0.0)
-    W = V / np.sqrt(np.maximum(w, 1e-13 * top))[None, :] if top > 0 else np.eye(len(w))
-    Pw, EPw = congruence(W, P, EP)
-    lP = min_eig_lower(Pw, EPw)
-    gam = float(np.linalg.eigvalsh(W.T @ B @ W)[-1])
-
-    def lower_of(s):
-        H = P - s * B
-        G, EG = congruence(W, H, EP + s * EB + 2 * EPS * (np.abs(P) + np.abs(s * B)))
-        return min_eig_lower(G, EG)
+    lower_of, lP, gam, live = prepared
 
     best, form = 0.0, "none (P - sB is not certifiably PSD for any s > 0)"
     cands = [smax] + ([min(smax, 1.0 / gam)] if gam > 0 else [])
@@ -209,26 +237,46 @@ def bound_from_alpha(P, lam, B, alpha_sum, smax, upper, EP=0.0, EB=0.0):
     return _pencil_bound(P, B, alpha_sum, smax, upper, EP, EB)
 
 
+_NARROW_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("narrow_only", default=False)
+
+
+@contextlib.contextmanager
+def narrow_only() -> Iterator[None]:
+    """Within this block, :func:`triplet_bound` uses the narrow band only (a cheaper, possibly looser, bound)."""
+    token = _NARROW_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _NARROW_ONLY.reset(token)
+
+
 def triplet_bound(problem, M, variables, summary, feas_tol, tol):
     """The certifier of problems over a PSD ``M`` whose loss is a triplet hinge (LMNN and its
-    variants, any linear / Frobenius terms): ``(upper, lower, details)``.
+    variants, any linear / Frobenius terms) or another scalar triplet loss (``"triplet_loss"``:
+    :func:`loss_lower_bound`): ``(upper, lower, details)``.
 
     First the restricted dual over the narrow band (:data:`BAND`, cheap). Where its relative gap
-    is above ``tol`` but within :data:`WIDE_WITHIN` times it, a second restricted dual frees the
+    is above ``tol`` and at most :data:`WIDE_CEIL`, a second restricted dual frees the
     :data:`WIDE_MAX_FREE` triplets nearest the margin within :data:`WIDE_BAND` (dearer: a larger
     conic program), and the better bound is kept. Near the optimum the narrow band fixes the
     multipliers of triplets whose hinge is small but not yet within ``BAND`` of the margin, and
     its bound lags the iterate by orders of magnitude (digits PCA-30: 2.9e-2 against 3.8e-5 for
-    the same ``M``); far from it the second program would not reach ``tol`` and is not tried, nor
-    for ``tol`` below :data:`WIDE_MIN_TOL`."""
+    the same ``M``); far from it the second program would not reach ``tol`` and is not tried. The rule
+    depends on ``tol`` only through "the first bound already suffices", so a smaller ``tol`` never gets a
+    looser bound for the same ``M``. Inside :func:`narrow_only` (the JAX backend's certificates before its
+    last one: the wide program rarely certifies earlier and its cost spaces the certificates out) only the
+    narrow band is used."""
     V = problem.point(M)
     upper = problem._objective(V)
+    if summary.losses.get("triplet_loss"):
+        lower, info = loss_lower_bound(problem, V, upper, summary=summary)
+        return upper, lower, info
     lower, info = lmnn_lower_bound(problem, V, upper, summary=summary)
     rel = (upper - lower) / max(abs(upper), 1e-12)
     # no multiplier at all in the narrow band (every triplet satisfied beyond it): the bound is that of alpha = 0,
     # so the wide band is worth its cost whatever the gap
     empty = info.get("triplets near margin (alpha free)", 0) == 0 and info.get("violated triplets (alpha fixed)", 0) == 0
-    if tol < rel and ((tol >= WIDE_MIN_TOL and rel <= WIDE_WITHIN * tol) or empty):
+    if tol < rel and (rel <= WIDE_CEIL or empty) and not _NARROW_ONLY.get():
         wide, wide_info = lmnn_lower_bound(problem, V, upper, band=WIDE_BAND, max_free=WIDE_MAX_FREE, summary=summary)
         if wide > lower:
             lower, info = wide, wide_info
@@ -256,9 +304,7 @@ def _formation_errors(problem, summary, n_terms):
 
     Problems without lifted data (``X_lifted`` or ``X`` of width ``d``) get zeros: their matrices are then taken
     as exact."""
-    X = getattr(problem, "X_lifted", None)
-    if X is None:
-        X = getattr(problem, "X", None)
+    X = problem.X_lifted  # X itself, or the lifted points (multi-metric LMNN)
     d = problem.d
     if X is None or np.ndim(X) != 2 or X.shape[1] != d:
         return 0.0, 0.0
@@ -269,6 +315,20 @@ def _formation_errors(problem, summary, n_terms):
     dP = np.sqrt(np.clip(np.diag(summary.P), 0.0, None))
     EP = g * 4.0 * np.outer(dP, dP) + g * np.abs(summary.P)
     return EP, g * 4.0 * rr
+
+
+def alpha0_bound(P, lam, EP=0.0) -> float:
+    r"""The bound at :math:`\alpha = 0`: :math:`\min_{M \succeq 0} \langle P, M\rangle + \tfrac{\lambda}{2}\|M\|_F^2`,
+    i.e. :math:`-\|\Pi_+(-P)\|_F^2 / (2\lambda)` for :math:`\lambda > 0` (rounded down, :mod:`.verified`), and 0 for
+    :math:`\lambda = 0` (the callers have checked that :math:`P` is PSD). It is the floor every other candidate must
+    beat: with an indefinite linear part (a Linear term, a pull towards a prior metric) it is negative, and 0 would
+    overstate the bound."""
+    if lam <= 0:
+        return 0.0
+    D = symmetrize(-P)
+    err = eig_error(D, np.asarray(EP) + 2 * EPS * np.abs(P))
+    w = np.linalg.eigvalsh(D) + err
+    return -float(np.sum(np.clip(w, 0, None) ** 2)) / (2 * lam) * (1 + 8 * EPS * len(w))
 
 
 def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE, summary=None, accuracy=None):
@@ -284,8 +344,8 @@ def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE, summary=No
         # <P, M> unbounded below on the PSD cone along a negative direction of P: no finite bound here
         return -np.inf, {"dual form": "none: the linear part is indefinite and nothing bounds M"}
     if piece is None or mu == 0.0:
-        # min <P, M> + lam/2 ||M||^2 over the PSD cone is 0 (P PSD), attained at M = 0
-        return const, {"dual form": "no hinge term"}
+        # min <P, M> + lam/2 ||M||^2 over the PSD cone: 0 for P PSD, negative otherwise
+        return alpha0_bound(P, lam) + const, {"dual form": "no hinge term"}
     upper = upper - const  # the bounds below are for the objective without its constant
     accuracy = 1e-9 * max(abs(upper), 1e-12) if accuracy is None else float(accuracy)
     max_free = min(int(max_free), max(1, MAX_FREE_ENTRIES // problem.d ** 2))
@@ -303,7 +363,7 @@ def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE, summary=No
         viol = ~near & (h > 0)
     Tv, Tn = T[viol], T[near]
     # weighted LMNN: alpha_t in [0, mu w_t] (w_t > 0: find_triplets leaves weight-0 anchors out)
-    w = getattr(problem, "sample_weight", None)
+    w = problem.sample_weight
     wv, wn = (None, None) if w is None else (w[Tv[:, 0]], w[Tn[:, 0]])
     Bv = _scatter(problem, Tv, wv) if len(Tv) else np.zeros_like(P)  # sum_t w_t A_t over the violated
 
@@ -317,7 +377,7 @@ def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE, summary=No
     if point is not None:
         candidates.append(point)
 
-    best, info = 0.0, {}
+    best, info = alpha0_bound(P, lam, EP), {"dual form": "alpha = 0"}
     for tau, an in candidates:
         av = np.full(len(Tv), tau) if wv is None else tau * wv  # alpha on the violated triplets
         # rounding may only lower the bound: the computed sum of the alpha_t is shrunk by its error bound and
@@ -339,3 +399,207 @@ def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE, summary=No
     info.update({"violated triplets (alpha fixed)": int(len(Tv)), "triplets near margin (alpha free)": int(len(Tn)),
                  "margin band": band})
     return best, info
+
+
+# ---------------------------------------------------------------- scalar triplet losses (squared / Huber hinge)
+#: golden-section steps of the choice of the dual scaling ``s`` (a selection only: the bound holds for any ``s``)
+GOLDEN_STEPS = 60
+
+
+def _round_down(x, roundings=1):
+    """A lower bound on the exact value of ``x`` computed with at most ``roundings`` correctly rounded operations."""
+    x = float(x)
+    return float(np.nextafter(x - abs(x) * roundings * EPS, -np.inf))
+
+
+def _golden_max(f, a, b, steps=GOLDEN_STEPS):
+    """An approximate maximiser of a concave ``f`` on ``[a, b]`` (golden-section search; a selection only)."""
+    g = (math.sqrt(5.0) - 1.0) / 2.0
+    x1, x2 = b - g * (b - a), a + g * (b - a)
+    f1, f2 = f(x1), f(x2)
+    for _ in range(steps):
+        if f1 >= f2:
+            b, x2, f2 = x2, x1, f1
+            x1 = b - g * (b - a)
+            f1 = f(x1)
+        else:
+            a, x1, f1 = x1, x2, f2
+            x2 = a + g * (b - a)
+            f2 = f(x2)
+    return x1 if f1 >= f2 else x2
+
+
+def _bracket(f, start=1.0, limit=2.0 ** 60):
+    """An ``s >= start`` beyond the maximiser of a concave ``f`` on ``[0, inf)`` (doubling while ``f`` grows)."""
+    s = start
+    while s < limit and f(2.0 * s) > f(s):
+        s *= 2.0
+    return 2.0 * s
+
+
+class _DualValue:
+    r"""The loss part of the dual function along the ray :math:`s\alpha`:
+    :math:`\varphi(s) = s \sum_t \alpha_t - \sum_t W_t\, \ell^*(s \alpha_t / W_t)`, concave in :math:`s`, each
+    value a certified lower bound (``W_t = mu w_t`` the triplet's weight, ``alpha_t`` its multiplier).
+
+    The sum of the :math:`\alpha_t` is exactly rounded (``math.fsum``) and moved down one ulp; each ratio
+    :math:`s\alpha_t / W_t` (divided by the weight rounded down, :math:`W_t^-`) is rounded up and, as
+    :math:`s\alpha_t \le W_t^- \bar a` holds exactly for every admissible ``s``, clipped to :math:`\bar a`
+    (``loss.dual_upper``): the conjugate is non-decreasing on its domain, so the clipped ratio still bounds it
+    from above; the conjugate itself is rounded up (``loss.conjugate``), multiplied by the weight rounded up and
+    summed exactly rounded, then moved up one ulp."""
+
+    def __init__(self, loss, alpha, W_down, W_up):
+        self.loss, self.alpha, self.W_down, self.W_up = loss, alpha, W_down, W_up
+        self.alpha_sum = float(np.nextafter(math.fsum(alpha.tolist()), -np.inf))
+
+    def conjugate_sum(self, s):
+        """An upper bound on :math:`\\sum_t W_t \\ell^*(s \\alpha_t / W_t)`."""
+        q = round_up((s * self.alpha) / self.W_down, 2)
+        if math.isfinite(self.loss.dual_upper):
+            q = np.minimum(q, self.loss.dual_upper)
+        c = np.asarray(self.loss.conjugate(q), dtype=np.float64)
+        if not np.all(np.isfinite(c)):
+            return math.inf
+        return float(np.nextafter(math.fsum(round_up(self.W_up * c, 1).tolist()), np.inf))
+
+    def __call__(self, s):
+        s = float(s)
+        if s <= 0.0:
+            return 0.0
+        conj = self.conjugate_sum(s)
+        if not math.isfinite(conj):
+            return -math.inf
+        return _round_down(_round_down(s * self.alpha_sum) - conj)
+
+    def approx(self, s):
+        """:math:`\varphi(s)` in plain float64 (no rounding control): for choosing ``s`` only."""
+        s = float(s)
+        if s <= 0.0:
+            return 0.0
+        with np.errstate(over="ignore", invalid="ignore"):
+            c = self.loss.conjugate(np.minimum(s * self.alpha / self.W_down, self.loss.dual_upper))
+            return float(s * self.alpha_sum - np.sum(self.W_up * c))
+
+
+def _pencil_bound_conjugate(P, B, phi, smax, upper, EP=0.0, EB=0.0):
+    r""":func:`_pencil_bound` for a loss with a conjugate (:math:`\lambda = 0`): for :math:`s \in [0, s_{\max}]`
+    and :math:`c \ge 0` with :math:`(1 + c) P - sB \succeq 0`, :math:`g \ge \varphi(s) - cU` with
+    :math:`\varphi(s) = s\sum_t \alpha_t - \sum_t W_t \ell^*(s\alpha_t / W_t)` (``phi``, a :class:`_DualValue`;
+    the hinge's :math:`\varphi` is linear). :math:`\varphi` is concave, so the candidate scalings are
+    ``s = 1`` (the multipliers as chosen), ``1 / gamma`` (the largest with ``P - sB`` PSD, :math:`P \succ 0`),
+    the maximiser of the approximate bound :math:`\varphi(s) - \max(0, s\gamma - 1) U` (concave: golden-section
+    search) and the maximiser of :math:`\varphi` alone, each within ``[0, smax]``; every candidate's bound is
+    then certified as in :func:`_pencil_bound` and the best kept. Where ``P`` is singular, the largest
+    ``s`` up to the maximiser of :math:`\varphi` with ``P - sB`` certifiably PSD (bisection)."""
+    U = _safe_upper(upper)
+    s_hi = smax if math.isfinite(smax) else _bracket(phi.approx)
+    s_peak = min(smax, _golden_max(phi.approx, 0.0, s_hi))
+    prepared = _pencil_prepare(P, B, EP, EB)
+    if prepared is None:
+        return max(phi(s_peak), 0.0), {"dual form": "P = B = 0", "dual scaling": s_peak}
+    lower_of, lP, gam, live = prepared
+    approx = lambda s: phi.approx(s) - max(0.0, s * gam - 1.0) * U
+    cands = {min(1.0, smax), s_peak, min(smax, _golden_max(approx, 0.0, s_hi))}
+    if gam > 0:
+        cands.add(min(smax, 1.0 / gam))
+    best, form, scale = 0.0, "none (P - sB is not certifiably PSD for any s > 0)", 0.0
+    for s in sorted(cands):
+        if s <= 0:
+            continue
+        lG = lower_of(s)
+        if lG >= 0:
+            lb = phi(s)
+        elif lP > 0:
+            lb = phi(s) + U * lG / lP
+        else:
+            continue
+        if lb > best:
+            k = int(live.sum())
+            best, scale = lb, s
+            form = ("scaled to P - sB PSD" if lP <= 0 else "scaled (P positive definite)" if k == len(live)
+                    else f"scaled on the range of P (rank {k} of {len(live)})")
+    if lP <= 0 and best <= 0:  # P (numerically) singular there: the largest s with P - sB certifiably PSD
+        lo, hi = 0.0, s_peak
+        if lower_of(hi) >= 0:
+            lo = hi
+        else:
+            for _ in range(60):
+                mid = 0.5 * (lo + hi)
+                lo, hi = (mid, hi) if lower_of(mid) >= 0 else (lo, mid)
+        if phi(lo) > best:
+            best, form, scale = phi(lo), "scaled to P - sB PSD (P singular)", lo
+    return best, {"dual form": form, "dual scaling": scale}
+
+
+def loss_lower_bound(problem, V, upper, summary=None):
+    r"""``(lower_bound, details)`` for an LMNN-type problem whose push term is a scalar triplet loss
+    :math:`\mu \sum_t w_t \ell(h_t)` (dual piece ``"triplet_loss"``, the loss object as ``term.loss``; see
+    :mod:`metricopt.losses`) at the point ``V``.
+
+    For any :math:`0 \le \alpha_t \le W_t \bar a` (:math:`W_t = \mu w_t`, :math:`\bar a` = ``loss.dual_upper``)
+    and :math:`B = \sum_t \alpha_t A_t`, weak duality gives
+
+    .. math::
+
+        g(\alpha) = \sum_t \big(\alpha_t - W_t\,\ell^*(\alpha_t / W_t)\big)
+        + \min_{M \succeq 0}\ \langle P - B, M\rangle + \tfrac{\lambda}{2}\|M\|_F^2 \;\le\; f(M^\star).
+
+    The multipliers are :math:`\alpha_t = W_t\,\ell'(h_t)` at the candidate (for a differentiable loss the
+    optimum's: then :math:`g(\alpha^\star) = f(M^\star)` by the Fenchel--Young equality and the optimality of
+    :math:`M^\star`); only triplets with :math:`h_t > 0` get one. :math:`\lambda > 0`: the closed form
+    :math:`\min = -\|\Pi_+(B - P)\|_F^2 / (2\lambda)` as for the hinge; :math:`\lambda = 0`: the pencil bound over
+    the scalings :math:`s\alpha` (:func:`_pencil_bound_conjugate`). Every rounding lowers the bound: the sums of
+    :math:`\alpha_t` rounded down, the conjugates up (:class:`_DualValue`), the matrices with the error bounds of
+    :func:`_formation_errors` and the eigenvalues of :mod:`.verified`."""
+    if summary is None:
+        summary = dual_summary(problem)
+    P, lam, const = summary.P, summary.lam, summary.constant
+    term, piece = summary.loss("triplet_loss")
+    loss = getattr(term, "loss", None)
+    if piece is None or not isinstance(loss, ScalarLoss):
+        raise NotCertifiableError(f"the term {term!r} declares the dual piece 'triplet_loss' but has no scalar loss "
+                                  "(term.loss, a metricopt.losses.ScalarLoss) the certificate could read.")
+    mu = piece.weight
+    if lam == 0.0 and np.linalg.eigvalsh(P)[0] < -1e-12 * max(1.0, float(np.abs(P).max())):
+        return -np.inf, {"dual form": "none: the linear part is indefinite and nothing bounds M"}
+    if mu == 0.0:
+        return alpha0_bound(P, lam) + const, {"dual form": "no triplet loss term"}
+    upper = upper - const
+    # which triplets get a multiplier, and its value, are a choice: any alpha in the box is valid, so a search at
+    # an M within rounding of this one serves (its h differ by rounding)
+    i, j, l, h = problem.find_triplets(V["M"], margin=0.0, reuse_within=REUSE_WITHIN)
+    sw = problem.sample_weight
+    if sw is None:  # the weight mu itself: exact
+        W_down = W_up = np.full(len(i), mu)
+    else:
+        W = mu * sw[i]
+        W_down, W_up = np.nextafter(W, -np.inf), np.nextafter(W, np.inf)  # bracket the exact mu w_t
+    top = loss.dual_upper
+    alpha = W_up * np.clip(loss.derivative(h), 0.0, top)
+    alpha = np.minimum(alpha, W_down * top) if math.isfinite(top) else alpha
+    keep = alpha > 0
+    info = {"triplets with a multiplier": int(keep.sum()), "loss": loss.name}
+    if not keep.any():  # alpha = 0: the bound min <P, M> + lam/2 ||M||^2 (0 for P PSD)
+        return alpha0_bound(P, lam) + const, {**info, "dual form": "alpha = 0"}
+    i, j, l, alpha, W_down, W_up = i[keep], j[keep], l[keep], alpha[keep], W_down[keep], W_up[keep]
+    phi = _DualValue(loss, alpha, W_down, W_up)
+    B = symmetrize(problem.triplet_scatter(i, j, l, alpha))
+    EP, ab = _formation_errors(problem, summary, len(alpha))
+    EB = ab * 2 * phi.alpha_sum * (1.0 + 4 * EPS)
+    smax = largest_dual_scaling(alpha, W_down * top) if math.isfinite(top) else math.inf
+    if lam > 0:
+        s = min(1.0, smax)
+        D = symmetrize(s * B - P)
+        err = eig_error(D, np.asarray(EP) + s * np.asarray(EB) + 2 * EPS * (np.abs(s * B) + np.abs(P)))
+        w = np.linalg.eigvalsh(D) + err  # each exact eigenvalue is at most its computed one plus err
+        lb = phi(s) - float(np.sum(np.clip(w, 0, None) ** 2)) / (2 * lam) * (1 + 8 * EPS * len(w))
+        info.update({"dual form": "Frobenius-regularised (closed form)", "dual scaling": s})
+        floor = alpha0_bound(P, lam, EP)
+        if floor > lb:
+            lb = floor
+            info.update({"dual form": "alpha = 0", "dual scaling": 0.0})
+    else:
+        lb, extra = _pencil_bound_conjugate(P, B, phi, smax, upper, EP, EB)
+        info.update(extra)
+    return lb + const, info

@@ -34,8 +34,8 @@ def gamma(m: int) -> float:
     r""":math:`\gamma_m = m\epsilon / (1 - m\epsilon)`, the relative error bound of an ``m``-term sum or dot product
     (Higham 2002, Sec. 3.1, with the machine epsilon :math:`\epsilon = 2^{-52}` in place of the unit roundoff
     :math:`2^{-53}`: twice as cautious); ``inf`` once :math:`m\epsilon \ge 1/2`."""
-    m = float(m)
-    return m * EPS / (1.0 - m * EPS) if m * EPS < 0.5 else np.inf
+    mf = float(m)
+    return mf * EPS / (1.0 - mf * EPS) if mf * EPS < 0.5 else np.inf
 
 
 def min_eig_lower(H: np.ndarray, E: np.ndarray | float = 0.0) -> float:

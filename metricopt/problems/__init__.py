@@ -10,5 +10,6 @@ from .mlcc import MLCCProblem
 from .nca import NCAProblem
 from .pola import POLAProblem
 from . import terms
+from .regularizers import FrobeniusNorm, OffDiagonalL1, RowL21, TraceBall
 
-__all__ = ["Problem", "Constraint", "LMNNProblem", "KernelLMNNProblem", "MultiMetricLMNNProblem", "MMCProblem", "POLAProblem", "NCAProblem", "MLCCProblem", "GerrymanderingProblem", "GerrymanderStepProblem", "terms"]
+__all__ = ["Problem", "Constraint", "LMNNProblem", "KernelLMNNProblem", "MultiMetricLMNNProblem", "MMCProblem", "POLAProblem", "NCAProblem", "MLCCProblem", "GerrymanderingProblem", "GerrymanderStepProblem", "terms", "OffDiagonalL1", "TraceBall", "FrobeniusNorm", "RowL21"]

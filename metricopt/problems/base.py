@@ -62,6 +62,12 @@ class Problem:
     reference = ""
     diagonal = False
     extra_variables: tuple = ()
+    #: the points' labels, or ``None`` (a problem built from pairs alone); subclasses with labels set them
+    y: np.ndarray | None = None
+    #: per-point (anchor) weights, or ``None``: unweighted (weighted LMNN sets them)
+    sample_weight: np.ndarray | None = None
+    #: whether the JAX backend's online solver (``solver="online"``) applies: POLA's online algorithm
+    online_solvable = False
     #: the exact backend solves for ``var_scale * M`` and minimises ``objective / obj_scale``
     #: (pure rescalings that keep the conic solver's numbers of order one)
     var_scale = 1.0
@@ -88,6 +94,12 @@ class Problem:
     @property
     def d(self):
         return self.X.shape[1]
+
+    @property
+    def X_lifted(self) -> np.ndarray:
+        """The points whose pair differences the metric acts on: ``X`` itself (multi-metric LMNN lifts them,
+        one copy per metric)."""
+        return self.X
 
     #: rows of ``L`` when the problem is the factor form ``M = L^T L`` (see :meth:`factored`)
     _factor_rank: int | None = None

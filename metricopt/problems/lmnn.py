@@ -9,12 +9,13 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._validation import _py, check_choice, check_classes, check_int, check_real, check_sample_weight, check_y
-from ..constraints import active_triplets, hinge_total, n_triplets
+from ..constraints import active_triplets, hinge_total, iter_triplets, n_triplets
 from ..constraints import target_neighbors as default_target_neighbors
 from ..errors import InputError
 from ..linalg import pair_scatter
+from ..losses import Hinge, ScalarLoss, as_loss
 from .base import Problem
-from .terms import Linear, Term, TripletHinge
+from .terms import Linear, Term, TripletLoss
 
 
 def _regularizer_terms(regularizer):
@@ -65,6 +66,12 @@ class LMNNProblem(Problem):
     i.e. the slack :math:`\xi_{ijl}` costs :math:`\mu w_i` in the exact program. All weights 1
     is the unweighted problem; the triplets of an anchor of weight 0 are left out altogether.
 
+    With another triplet loss :math:`\ell` (``loss``; :mod:`metricopt.losses`) the push term is
+    :math:`\mu \sum_i w_i \sum_{j \rightsquigarrow i} \sum_{l:\, y_l \ne y_i} \ell(1 + d_M(x_i, x_j) - d_M(x_i, x_l))`
+    and the slack of the exact program costs :math:`\mu w_i\, \ell(\xi_{ijl})`; e.g. the squared hinge
+    :math:`[\,\cdot\,]_+^2` of PyLMNN, whose objective (pull weight :math:`(1 - \mu)/\mu`, push weight 1) is this
+    problem's divided by :math:`\mu` (same target neighbours), or the Huber hinge, smooth at the margin.
+
     Parameters
     ----------
     X : (n, d) array_like
@@ -89,6 +96,12 @@ class LMNNProblem(Problem):
         Weight ``w_i >= 0`` of each anchor point (finite, not all zero); ``None`` (default): all
         ones, the unweighted problem. Target neighbours and impostors are the same as without
         weights (a point of weight 0 still serves as another point's target neighbour or impostor).
+    loss : {"hinge", "squared_hinge", "smooth_hinge"} or ScalarLoss, default "hinge"
+        The loss of each triplet's hinge argument :math:`h = 1 + d_M(x_i, x_j) - d_M(x_i, x_l)` in the push
+        term: ``"hinge"`` :math:`[h]_+` (the paper's), ``"squared_hinge"`` :math:`[h]_+^2` (PyLMNN's),
+        ``"smooth_hinge"`` the Huber hinge of width 0.5 (:class:`metricopt.losses.SmoothHinge`; pass
+        ``SmoothHinge(width=s)`` for another width), or any :class:`metricopt.losses.ScalarLoss`. Stored
+        as :attr:`loss` (the loss object); both backends solve and the certificate certifies every one.
     """
 
     method = "LMNN"
@@ -96,10 +109,15 @@ class LMNNProblem(Problem):
     #: cluster of every point (multi-metric LMNN); ``None``: one metric
     clusters = None
     n_clusters = 1
+    #: the class labels (required here)
+    y: np.ndarray
 
     def __init__(self, X: ArrayLike, y: ArrayLike, k: int = 3, mu: float = 0.5, target_neighbors: ArrayLike | None = None,
-                 regularizer: Any = None, search: str = "auto", sample_weight: ArrayLike | None = None) -> None:
+                 regularizer: Any = None, search: str = "auto", sample_weight: ArrayLike | None = None,
+                 loss: str | ScalarLoss = "hinge") -> None:
         super().__init__(X)
+        #: the push term's loss (:class:`metricopt.losses.ScalarLoss`)
+        self.loss = as_loss(loss, "loss")
         self.y = check_y(y, self.n)
         self.k = check_int(k, "k", low=1)
         self.mu = check_real(mu, "mu", low=0.0, high=1.0)
@@ -146,11 +164,12 @@ class LMNNProblem(Problem):
         self.target_neighbors = T
         anchors = np.repeat(np.arange(self.n), self.k)
         pull_w = None if self.sample_weight is None else self.sample_weight[anchors]
-        self.pull_matrix = pair_scatter(self.X_lifted, *self.lift(anchors, T.ravel()), pull_w)
+        a, b = self.lift(anchors, T.ravel())
+        self.pull_matrix = pair_scatter(self.X_lifted, a, b, pull_w)
         self.regularizer = _regularizer_terms(regularizer)
         self.terms = [
             Linear((1.0 - self.mu) * self.pull_matrix, name="pull"),
-            TripletHinge(self.mu),
+            TripletLoss(self.loss, self.mu),  # the hinge: TripletHinge(mu)
             *self.regularizer,
         ]
 
@@ -243,6 +262,30 @@ class LMNNProblem(Problem):
             return math.fsum(h[h > 0].tolist())
         return hinge_total(self.transformed(M), self.y, self.target_neighbors, clusters=self.clusters)
 
+    def loss_sum(self, M, loss: ScalarLoss | None = None) -> float:
+        r"""``sum over all triplets of loss(1 + d_ij - d_il)`` at ``M`` (``loss`` default :attr:`loss`), exactly
+        rounded (``math.fsum`` of the per-triplet float64 values): :meth:`hinge_sum` for the hinge; else over the
+        triplets with :math:`h > 0` (every loss vanishes on :math:`h \le 0`), from the kept search when it was at
+        this very ``M`` (or with a tree search or sample weights), else blocked (memory ``O(block * n)``). With
+        :attr:`sample_weight`: ``sum_t w_{i_t} loss(h_t)``."""
+        loss = self.loss if loss is None else loss
+        if type(loss) is Hinge:
+            return self.hinge_sum(M)
+        kept = getattr(self, "_last_search", None)
+        M = np.ascontiguousarray(M, dtype=np.float64)
+        if (self.sample_weight is not None or self._use_tree(self.d)
+                or (kept is not None and kept[1] >= 0.0 and kept[0].shape == M.shape and np.array_equal(kept[0], M))):
+            i, _, _, h = self.find_triplets(M, 0.0)
+            pos = h > 0
+            vals = loss.value(h[pos])
+            if self.sample_weight is not None:
+                vals = self.sample_weight[i[pos]] * vals
+            return math.fsum(vals.tolist())
+        parts = []
+        for *_, h in iter_triplets(self.transformed(M), self.y, self.target_neighbors, 0.0, clusters=self.clusters):
+            parts.extend(loss.value(h[h > 0]).tolist())
+        return math.fsum(parts)
+
     def triplet_rows(self, i, j, l):
         """Rows ``A_t`` with ``A_t . vec(M) = d_M(x_i, x_l) - d_M(x_i, x_j)`` (from :meth:`triplet_factors`)."""
         U, V = self.triplet_factors(i, j, l)
@@ -260,11 +303,13 @@ class LMNNProblem(Problem):
     def triplet_scatter(self, i, j, l, w=None):
         """``sum_t w_t (C_il - C_ij)`` (``C_ab`` the outer product of a lifted pair difference)."""
         Xl = self.X_lifted
-        return pair_scatter(Xl, *self.lift(i, l), w) - pair_scatter(Xl, *self.lift(i, j), w)
+        (a, b), (c, e) = self.lift(i, l), self.lift(i, j)
+        return pair_scatter(Xl, a, b, w) - pair_scatter(Xl, c, e, w)
 
     @property
     def hinge(self):
-        """The push term (:class:`~metricopt.problems.terms.TripletHinge`)."""
+        """The push term (:class:`~metricopt.problems.terms.TripletHinge`, or the
+        :class:`~metricopt.problems.terms.TripletLoss` of :attr:`loss`)."""
         return self.terms[1]
 
     @property

@@ -52,6 +52,10 @@ class LogPartition(Term):
     r"""``sum_i log sum_{k != i} exp(-d_M(x_i, x_k)) + offset``: the log-partition functions of the
     points' neighbour distributions (MLCC; convex in ``M``: log-sum-exps of linear functions)."""
 
+    #: its CVXPY form is written with exponential cones, which the generic certificate does not handle: declared, so
+    #: that no certificate is attempted (and its program is not compiled just to be refused)
+    generic_certificate = False
+
     def __init__(self, offset: float = 0.0):
         self.offset = float(offset)
 
@@ -116,6 +120,8 @@ class MLCCProblem(Problem):
     method = "MLCC"
     reference = "Globerson & Roweis, NIPS 2006"
     default_solver = "CLARABEL"
+    #: the class labels (required here)
+    y: np.ndarray
 
     def __init__(self, X: ArrayLike, y: ArrayLike):
         super().__init__(X)

@@ -351,7 +351,7 @@ class MMCProblem(Problem):
         (the similar scatter singular or with a condition number above :data:`WHITEN_ABOVE` on the data's
         range), else ``None`` (diagonal MMC, or a well-conditioned ``S``: solved as written)."""
         br = self.budget_range
-        if self.diagonal or br.whitener is None or br.rank == 0:
+        if self.diagonal or br.whitener is None or br.left_inverse is None or br.rank == 0:
             return None
         if br.rank == self.d and br.condition <= WHITEN_ABOVE:
             return None

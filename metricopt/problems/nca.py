@@ -147,6 +147,8 @@ class NCAProblem(Problem):
 
     method = "NCA"
     reference = "Goldberger, Roweis, Hinton & Salakhutdinov, NIPS 2004"
+    #: the class labels (required here)
+    y: np.ndarray
 
     def __init__(self, X: ArrayLike, y: ArrayLike, n_components: int | None = None, objective: str = "f",
                  diagonal: bool = False, normalize: bool = False):

@@ -36,23 +36,8 @@ import numpy as np
 
 from .._validation import as_real_array, check_real
 from ..errors import InputError
+from ..losses import Hinge, ScalarLoss, SmoothHinge, SquaredHinge, as_loss, smoothed_hinge
 from ..protocols import DualPiece
-
-
-def smoothed_hinge(h, s):
-    """Centred Huber smoothing of ``[h]_+`` of width ``s`` and its derivative.
-
-    ``phi_s(h) = 0`` for ``h <= -s/2``, ``(h + s/2)^2 / (2 s)`` for ``|h| < s/2`` and ``h``
-    for ``h >= s/2``: ``[h]_+ <= phi_s <= [h]_+ + s/8`` and ``phi_s'`` is ``1/s``-Lipschitz.
-    ``s = 0`` gives the hinge itself with the subgradient ``1[h > 0]``.
-    """
-    import jax.numpy as jnp
-
-    safe = jnp.where(s > 0, s, 1.0)
-    u = h + 0.5 * s
-    phi = jnp.where(h >= 0.5 * s, h, jnp.where(u > 0, u * u / (2.0 * safe), 0.0))
-    dphi = jnp.where(s > 0, jnp.clip(u / safe, 0.0, 1.0), (h > 0).astype(h.dtype))
-    return phi, dphi
 
 
 def _pair_differences(problem, pairs):
@@ -61,9 +46,9 @@ def _pair_differences(problem, pairs):
 
 
 def _anchor_weights(problem, i):
-    """The weights of the anchors ``i`` of triplets (weighted LMNN), or ``None`` for an unweighted problem."""
-    get = getattr(problem, "anchor_weights", None)
-    return None if get is None else get(i)
+    """The weights of the anchors ``i`` of triplets (weighted LMNN), or ``None`` for an unweighted problem
+    (:meth:`metricopt.protocols.TripletProblem.anchor_weights`)."""
+    return problem.anchor_weights(i)
 
 
 def _weighted_scatter(D, w):
@@ -122,8 +107,13 @@ class Term:
 
     def dual_piece(self, problem):
         """The term's place in the certificates' dual (:class:`metricopt.protocols.DualPiece`), or
-        ``None``: the certificates then refuse (:class:`~metricopt.errors.NotCertifiableError`)."""
+        ``None``: the certificates then bound it from its CVXPY expression (:mod:`metricopt.certify.generic`)
+        where they can, and refuse otherwise (:class:`~metricopt.errors.NotCertifiableError`)."""
         return None
+
+    #: ``False`` for a term without a dual piece whose CVXPY form the generic certificate cannot bound
+    #: (exponential or power cones, e.g. MLCC's log-partition): the certificates then refuse it at once
+    generic_certificate = True
 
     #: whether the term provides the JAX pieces below (``backend="jax"``)
     has_jax = False
@@ -234,8 +224,14 @@ class Trace(Term):
 
     has_jax = True
     jax_data = Linear.jax_data  # <lam I, M> through linear_part
-    jax_value_grad = Linear.jax_value_grad
-    jax_value = Linear.jax_value
+
+    @staticmethod
+    def jax_value_grad(data, V, active=None, smoothing=0.0):
+        return Linear.jax_value_grad(data, V, active, smoothing)
+
+    @staticmethod
+    def jax_value(data, V, active=None, smoothing=0.0):
+        return Linear.jax_value(data, V, active, smoothing)
 
     def describe(self):
         return f"Trace(lam={self.lam:g})"
@@ -320,34 +316,118 @@ class HalfSquare(Term):
         return f"HalfSquare({self.var})"
 
 
+class _TripletLossType(type):
+    """Metaclass of :class:`TripletLoss`: ``TripletLoss(loss, weight, margin)`` builds the term of the loss's own
+    class (:meth:`TripletLoss.specialised`), and the hinge's term is :class:`TripletHinge` itself.
+
+    The JAX backend compiles its loop once per tuple of term *classes* (a static argument of the jitted loop),
+    so the loss a term applies must be part of its class, not only of the instance."""
+
+    def __call__(cls, *args, **kwargs):
+        if cls is not TripletLoss:
+            return super().__call__(*args, **kwargs)
+        bound = _bind_triplet_args(args, kwargs)
+        loss = as_loss(bound["loss"])
+        if type(loss) is Hinge:
+            return TripletHinge(bound["weight"], bound["margin"])
+        return super(_TripletLossType, TripletLoss.specialised(type(loss))).__call__(loss, bound["weight"],
+                                                                                   bound["margin"])
+
+
+def _bind_triplet_args(args, kwargs):
+    """The arguments ``(loss, weight, margin=0.1)`` of ``TripletLoss(...)`` by name, or InputError."""
+    names = ("loss", "weight", "margin")
+    if len(args) > len(names):
+        raise InputError(f"TripletLoss takes (loss, weight, margin=0.1); got {len(args)} positional arguments.")
+    bound = dict(zip(names, args))
+    for key, value in kwargs.items():
+        if key not in names:
+            raise InputError(f"TripletLoss got an unexpected argument {key!r}; it takes (loss, weight, margin=0.1).")
+        if key in bound:
+            raise InputError(f"TripletLoss got two values for {key!r}.")
+        bound[key] = value
+    missing = [k for k in ("loss", "weight") if k not in bound]
+    if missing:
+        raise InputError(f"TripletLoss needs {' and '.join(missing)}: TripletLoss(loss, weight, margin=0.1), e.g. "
+                         "TripletLoss('squared_hinge', 0.5).")
+    bound.setdefault("margin", 0.1)
+    return bound
+
+
 @register
-class TripletHinge(Term):
-    """``weight * sum_{i, j in N_k(i), l: y_l != y_i} [1 + d_M(x_i, x_j) - d_M(x_i, x_l)]_+``.
+class TripletLoss(Term, metaclass=_TripletLossType):
+    r"""``weight * sum_{i, j in N_k(i), l: y_l != y_i} loss(1 + d_M(x_i, x_j) - d_M(x_i, x_l))``.
 
-    The LMNN push term (Weinberger & Saul, JMLR 2009, Eq. 14, second sum). Its
-    exact program has one slack ``xi_ijl >= 0`` per triplet with
-    ``d_M(x_i, x_l) - d_M(x_i, x_j) >= 1 - xi_ijl``; the exact backend keeps only a
-    working set of triplets (those with ``1 + d_ij - d_il > -margin`` at some iterate)
-    and adds violators until none is left outside it.
+    LMNN's push term (Weinberger & Saul, JMLR 2009, Eq. 14, second sum) with the hinge replaced by any
+    convex, non-decreasing scalar loss :math:`\ell` that vanishes for :math:`h \le 0`
+    (:class:`metricopt.losses.ScalarLoss`: the hinge, the squared hinge, the Huber hinge):
 
-    For a problem with per-anchor weights (``problem.sample_weight``, weighted LMNN) every triplet's
-    hinge is multiplied by its anchor's weight ``w_i`` (``problem.anchor_weights``): in the value,
-    in the slack costs of the exact program and, through the active set's ``mask``, in the JAX piece.
+    .. math::
+
+        w \sum_t \ell(h_t), \qquad h_t = 1 + d_M(x_i, x_j) - d_M(x_i, x_l) = 1 - \langle A_t, M\rangle,
+        \quad A_t = C_{il} - C_{ij}.
+
+    Its exact program has one slack per triplet, :math:`\xi_t \ge 0` with :math:`\xi_t \ge h_t`
+    (``d_M(x_i, x_l) - d_M(x_i, x_j) >= 1 - xi_t``) at the cost :math:`w \sum_t \ell(\xi_t)` (``loss.cvxpy``);
+    as :math:`\ell` is non-decreasing, the optimal slack is :math:`[h_t]_+`. The exact backend keeps only a
+    working set of triplets (those with ``h_t > -margin`` at some iterate) and adds violators until none is
+    left outside it; only triplets with :math:`h_t > 0` ever cost anything, whatever the loss.
+
+    For a problem with per-anchor weights (``problem.sample_weight``, weighted LMNN) every triplet's loss is
+    multiplied by its anchor's weight ``w_i`` (``problem.anchor_weights``): in the value, in the slack costs of
+    the exact program and, through the active set's ``mask``, in the JAX piece.
+
+    The JAX piece evaluates the hinge arguments of the active set through one linear map
+    (:meth:`jax_margins`) and the gradient through its adjoint (:meth:`jax_adjoint`), with the weights
+    :math:`\ell'(h_t)`: ``-weight * A^T(l'(h))``. A non-smooth loss (the hinge) is smoothed to the backend's
+    width (``loss.jax_value``), a smooth one is minimised as it is.
+
+    ``TripletLoss(loss, weight, margin=0.1)``: ``loss`` a :class:`~metricopt.losses.ScalarLoss`, one of the names
+    ``"hinge"``, ``"squared_hinge"``, ``"smooth_hinge"`` or a loss configuration dict. The hinge gives a
+    :class:`TripletHinge` (dual piece ``"triplet_hinge"``); any other loss a term of the class
+    ``TripletLoss.specialised(type(loss))`` with the dual piece ``DualPiece(loss="triplet_loss", weight=weight)``
+    and the loss object as ``term.loss`` (what the certificates read).
     """
 
     uses_working_set = True
     #: up to this many points the JAX piece works with dense ``n x n`` Gram and weight matrices
     #: (matrix products instead of per-triplet gathers of ``d``-vectors); above it, gathers
     DENSE_MAX_N = 4096
+    #: the loss class the JAX piece applies (set on every concrete class: see :meth:`specialised`)
+    loss_type: type | None = None
+    _specialised_classes: dict = {}
 
-    def __init__(self, weight, margin=0.1):
+    def __init__(self, loss, weight, margin=0.1):
+        self.loss = as_loss(loss)
+        if self.loss_type is not None and type(self.loss) is not self.loss_type:
+            raise InputError(f"{type(self).__name__} applies {self.loss_type.__name__}; got {type(self.loss).__name__}. "
+                             "Build the term with TripletLoss(loss, weight).")
         self.weight = check_real(weight, "weight", low=0.0)  # convex for weight >= 0 only
         self.margin = check_real(margin, "margin", low=0.0)
+
+    @classmethod
+    def specialised(cls, loss_type):
+        """The concrete term class of the loss class ``loss_type`` (made once, then reused): its JAX piece applies
+        ``loss_type.jax_value``, and it is smoothed by the backend when the loss is not smooth."""
+        if loss_type is Hinge:
+            return TripletHinge
+        if not (isinstance(loss_type, type) and issubclass(loss_type, ScalarLoss)):
+            raise InputError(f"TripletLoss needs a metricopt.losses.ScalarLoss subclass; got {loss_type!r}.")
+        found = TripletLoss._specialised_classes.get(loss_type)
+        if found is None:
+            name = f"TripletLoss_{loss_type.__name__}"
+            found = type(name, (TripletLoss,), {"loss_type": loss_type, "jax_smoothed": not loss_type.smooth,
+                                                "__module__": __name__, "__qualname__": name})
+            TripletLoss._specialised_classes[loss_type] = found
+            globals().setdefault(name, found)  # importable by name (pickle)
+        return found
 
     def value(self, problem, V):
         if self.weight == 0.0:
             return 0.0
-        return self.weight * problem.hinge_sum(V["M"])
+        if type(self.loss) is Hinge:
+            return self.weight * problem.hinge_sum(V["M"])
+        return self.weight * problem.loss_sum(V["M"], self.loss)
 
     def initial_working_set(self, problem, V):
         i, j, l, _ = problem.find_triplets(V["M"], self.margin)
@@ -365,11 +445,11 @@ class TripletHinge(Term):
         if not out:
             return np.zeros((0, 3), np.int64)
         out = np.concatenate(out).astype(np.int64)
-        w = getattr(problem, "sample_weight", None)
+        w = problem.sample_weight
         return out if w is None else out[w[out[:, 0]] > 0]  # weight-0 anchors count nowhere
 
     def violators(self, problem, V, ws, tol=1e-9, max_add=None):
-        """Triplets outside ``ws`` whose hinge ``1 + d_ij - d_il`` exceeds ``tol`` at ``V``.
+        """Triplets outside ``ws`` whose hinge argument ``1 + d_ij - d_il`` exceeds ``tol`` at ``V``.
 
         Returns ``(new_triplets, max_violation)``; new triplets are taken with the
         term's margin so that near-active ones enter the working set together, at
@@ -406,23 +486,22 @@ class TripletHinge(Term):
             A = scipy.sparse.csr_matrix(A)
         xi = cp.Variable(ws.shape[0], nonneg=True, name="xi")
         w = _anchor_weights(problem, ws[:, 0])
-        cost = cp.sum(xi) if w is None else w @ xi
+        cost = self.loss.cvxpy(xi)  # the hinge: xi itself
+        cost = cp.sum(cost) if w is None else w @ cost
         return self.weight * cost, [A @ V["Mvec"] >= 1 - xi]
 
     def dual_piece(self, problem):
-        return DualPiece(loss="triplet_hinge", weight=self.weight)
+        return DualPiece(loss="triplet_loss", weight=self.weight)
 
     # ------------------------------------------------------------ JAX piece
     has_jax = True
-    #: the JAX piece smooths the hinge (the backend drives the width down)
-    jax_smoothed = True
 
     def jax_data(self, problem):
         X = problem.X_lifted  # multi-metric LMNN: one copy of the points per metric
         Xc = X - X.mean(axis=0)  # pair differences and Laplacians ignore translations
         T = problem.target_neighbors
         a, b = problem.lift(np.repeat(np.arange(problem.n), T.shape[1]), T.ravel())
-        return {
+        data = {
             "weight": np.float64(self.weight),
             "Xc": Xc,
             # x_i - x_j for the n*k target pairs (i, j = T[i, kk]), row p = i * k + kk
@@ -431,6 +510,9 @@ class TripletHinge(Term):
             "Ta": np.asarray(a, dtype=np.int32),
             "Tb": np.asarray(b, dtype=np.int32),
         }
+        # the loss's parameters (e.g. the Huber hinge's width), passed on to loss.jax_value
+        data.update({f"loss_{k}": np.float64(v) for k, v in self.loss.jax_params().items()})
+        return data
 
     def jax_active_set(self, problem, M, margin, min_capacity=256, multiple=1, limit=None):
         """The triplets with hinge argument ``h > -margin`` at ``M`` (a full blocked search with
@@ -443,7 +525,7 @@ class TripletHinge(Term):
         ``i * k + kk``), ``i``, ``l`` (int32) and ``mask`` (float64, 0 on padding, 1 on the triplets,
         or the anchor's weight ``w_i > 0`` for a weighted problem, so that the JAX value and gradient
         are weighted); ``exact_value`` is the term over *every* triplet at ``M`` (``weight * sum
-        w_i [h]_+``, float64) and ``h`` the (padded) hinge arguments of the active triplets.
+        w_i loss(h)``, float64) and ``h`` the (padded) hinge arguments of the active triplets.
         """
         T = problem.target_neighbors
         k = T.shape[1]
@@ -464,15 +546,16 @@ class TripletHinge(Term):
         hp = np.full(cap, -np.inf)
         hp[:size] = h
         pos = h > 0
-        total = math.fsum(h[pos].tolist()) if w is None else math.fsum((w[pos] * h[pos]).tolist())
-        return active, size, self.weight * total, hp  # as hinge_sum: exactly rounded
+        vals = self.loss.value(h[pos])  # the hinge: h itself, bit for bit
+        total = math.fsum(vals.tolist()) if w is None else math.fsum((w[pos] * vals).tolist())
+        return active, size, self.weight * total, hp  # as hinge_sum / loss_sum: exactly rounded
 
     @staticmethod
     def jax_dense(n, capacity):
         """Whether the JAX piece uses dense ``n x n`` matrices (static: from the shapes): when the
         active set is large against ``n^2`` (gathers of ``capacity`` ``d``-vectors would cost more
         than ``n x n`` matrix products) and ``n <= DENSE_MAX_N``."""
-        return n <= TripletHinge.DENSE_MAX_N and 4 * capacity >= n * n
+        return n <= TripletLoss.DENSE_MAX_N and 4 * capacity >= n * n
 
     @staticmethod
     def jax_margins(data, M, active):
@@ -488,7 +571,7 @@ class TripletHinge(Term):
         Xc, DT = data["Xc"], data["DT"]
         dT = jnp.einsum("pd,pd->p", DT @ M, DT)
         i, l = active["i"], active["l"]
-        if TripletHinge.jax_dense(Xc.shape[0], i.shape[0]):
+        if TripletLoss.jax_dense(Xc.shape[0], i.shape[0]):
             G = (Xc @ M) @ Xc.T
             q = jnp.diagonal(G)
             dI = q[i] + q[l] - 2.0 * G[i, l]
@@ -513,7 +596,7 @@ class TripletHinge(Term):
         p, i, l = active["p"], active["i"], active["l"]
         seg = lambda v, idx: jax.ops.segment_sum(v, idx, num_segments=n)
         # impostor pairs (i, l)
-        if TripletHinge.jax_dense(n, i.shape[0]):
+        if TripletLoss.jax_dense(n, i.shape[0]):
             W = jnp.zeros((n, n), w.dtype).at[i, l].add(w)
             deg = jnp.sum(W, axis=1) + jnp.sum(W, axis=0)
             R = W @ Xc
@@ -529,28 +612,78 @@ class TripletHinge(Term):
         return 0.5 * (S + S.T)
 
     @staticmethod
-    def jax_value_grad(data, V, active=None, smoothing=0.0):
+    def _loss_params(data):
+        return {k[5:]: v for k, v in data.items() if k.startswith("loss_")}
+
+    @classmethod
+    def jax_value_grad(cls, data, V, active=None, smoothing=0.0):
         """Matrix form of the (sub)gradient: ``-weight * A^T w = weight * (S_target(w) - S_impostor(w))``
-        with ``w_t = phi_s'(h_t)`` (``1[h_t > 0]`` for ``s = 0``); see :meth:`jax_adjoint`."""
+        with ``w_t = phi'(h_t)``, ``phi`` the loss (smoothed to width ``s`` where it is not smooth: for the
+        hinge ``1[h_t > 0]`` at ``s = 0``); see :meth:`jax_adjoint`."""
         import jax.numpy as jnp
 
         mu, mask = data["weight"], active["mask"]
-        h = 1.0 - TripletHinge.jax_margins(data, V["M"], active)
-        phi, w = smoothed_hinge(h, smoothing)
+        params = cls._loss_params(data)
+        h = 1.0 - cls.jax_margins(data, V["M"], active)
+        phi, w = cls.loss_type.jax_value(h, smoothing, **params)
         value = mu * jnp.sum(phi * mask)
-        exact = mu * jnp.sum(jnp.maximum(h, 0.0) * mask)
-        return value, exact, {"M": -mu * TripletHinge.jax_adjoint(data, active, w * mask)}
+        exact = mu * jnp.sum(cls.loss_type.jax_exact(h, **params) * mask) if cls.jax_smoothed else value
+        return value, exact, {"M": -mu * cls.jax_adjoint(data, active, w * mask)}
 
-    @staticmethod
-    def jax_value(data, V, active=None, smoothing=0.0):
+    @classmethod
+    def jax_value(cls, data, V, active=None, smoothing=0.0):
         import jax.numpy as jnp
 
-        h = 1.0 - TripletHinge.jax_margins(data, V["M"], active)
-        phi, _ = smoothed_hinge(h, smoothing)
+        h = 1.0 - cls.jax_margins(data, V["M"], active)
+        phi, _ = cls.loss_type.jax_value(h, smoothing, **cls._loss_params(data))
         return data["weight"] * jnp.sum(phi * active["mask"])
 
     def describe(self):
+        return f"TripletLoss({self.loss.name}, weight={self.weight:g})"
+
+    def config(self):
+        return {"term": "TripletLoss", "loss": self.loss.config(), "weight": float(self.weight),
+                "margin": float(self.margin)}
+
+
+@register
+class TripletHinge(TripletLoss):
+    """``weight * sum_{i, j in N_k(i), l: y_l != y_i} [1 + d_M(x_i, x_j) - d_M(x_i, x_l)]_+``.
+
+    The LMNN push term (Weinberger & Saul, JMLR 2009, Eq. 14, second sum): :class:`TripletLoss` with the
+    hinge (:class:`metricopt.losses.Hinge`). Its exact program has one slack ``xi_ijl >= 0`` per triplet
+    with ``d_M(x_i, x_l) - d_M(x_i, x_j) >= 1 - xi_ijl``; the exact backend keeps only a
+    working set of triplets (those with ``1 + d_ij - d_il > -margin`` at some iterate)
+    and adds violators until none is left outside it. Its JAX piece smooths the hinge
+    (:func:`smoothed_hinge`, the width driven down by the backend), and its dual piece is
+    ``"triplet_hinge"`` (multipliers in ``[0, weight w_i]``, chosen by a restricted dual program).
+
+    For a problem with per-anchor weights (``problem.sample_weight``, weighted LMNN) every triplet's
+    hinge is multiplied by its anchor's weight ``w_i`` (``problem.anchor_weights``): in the value,
+    in the slack costs of the exact program and, through the active set's ``mask``, in the JAX piece.
+    """
+
+    loss_type = Hinge
+    #: the JAX piece smooths the hinge (the backend drives the width down)
+    jax_smoothed = True
+
+    def __init__(self, weight, margin=0.1):
+        super().__init__(Hinge(), weight, margin)
+
+    def dual_piece(self, problem):
+        return DualPiece(loss="triplet_hinge", weight=self.weight)
+
+    def describe(self):
         return f"TripletHinge(weight={self.weight:g})"
+
+    def config(self):
+        return {"term": "TripletHinge", "weight": float(self.weight), "margin": float(self.margin)}
+
+
+# the term classes of the built-in losses exist from import on (importable by name, e.g. by pickle)
+for _loss_type in (SquaredHinge, SmoothHinge):
+    TripletLoss.specialised(_loss_type)
+del _loss_type
 
 
 @register
@@ -595,7 +728,7 @@ class SqrtDistances(Term):
         D = _pair_differences(problem, self.pairs)
         # smoothing scale: the median root distance at the identity metric (scaled onto MMC's budget)
         sq = np.einsum("td,td->t", D, D)
-        S = getattr(problem, "similar_matrix", None)
+        S = problem.geometry.budget  # MMC's similar-pair scatter (None without a budget)
         if S is not None:
             sq = sq / max(float(np.trace(S)), 1e-300)
         return {"D": D, "weight": np.float64(self.weight), "scale": np.float64(max(np.median(np.sqrt(sq)), 1e-300))}

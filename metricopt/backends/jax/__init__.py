@@ -23,6 +23,11 @@ Solvers
 ``"fista"`` (default)
     Accelerated projected gradient with backtracking and adaptive restarts on the hinge
     smoothed to a centred Huber, the width driven from 0.5 down to 1e-6 (continuation).
+    Non-smooth terms that declare a prox (``jax_prox``; a constraint term its projection,
+    ``jax_indicator``; :mod:`metricopt.problems.regularizers`) leave the smoothed part: FISTA then
+    takes proximal-gradient steps, their prox composed exactly with the PSD cone (a closed form
+    where the term declares one, else an inner fast dual proximal gradient loop; :mod:`.prox`).
+    Non-smooth terms without a prox are smoothed with the hinge (their Moreau envelope).
 ``"subgradient"``
     The reference, Weinberger & Saul (JMLR 2009, Appendix A): projected subgradient steps
     from ``M = I``, the step grown by 1.01 after a decrease and halved (step rolled back)

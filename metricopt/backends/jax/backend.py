@@ -13,8 +13,10 @@ from scipy.optimize import minimize_scalar
 from ..._validation import check_choice, check_int, check_real
 from ...constraints import iter_triplets
 from ...errors import InputError, UnknownOptionError
+from ...protocols import CertifiableTerm, ScalarLossTerm, TripletProblem
 from ...solution import Solution
 from .geometry import Setup
+from .prox import declares_indicator, declares_prox
 from .geometry import accepts as _accepts
 from .solvers import DEFAULT_SOLVER, SOLVERS, Solver
 
@@ -89,7 +91,7 @@ def accepts(problem):
 def _jax_terms(problem, solver):
     """The terms the jitted loop sees (``problem.jax_terms``): an online solver needs a problem that
     declares ``online_solvable`` (POLA)."""
-    if solver.online and not getattr(problem, "online_solvable", False):
+    if solver.online and not problem.online_solvable:
         raise InputError(f"solver='online' is POLA's online algorithm; {problem.method} has no online solver here.")
     return problem.jax_terms(online=solver.online)
 
@@ -190,6 +192,7 @@ def solve(problem, **options):
     opts = Options.resolve(options)
     solver = opts.solver if isinstance(opts.solver, Solver) else SOLVERS[opts.solver]
     precondition = ("auto" if solver.smoothing else False) if opts.precondition == "auto" else opts.precondition
+    precondition = _without_composite(problem, solver, precondition)
     setup = Setup(problem, precondition=precondition)
     if solver.unconstrained_only and not setup.factor:
         raise InputError(f"solver={solver.name!r} takes unconstrained steps and runs on a factor geometry only "
@@ -215,6 +218,22 @@ def solve(problem, **options):
     mesh = _mesh(opts.devices, problem)
     with jax.enable_x64(True):
         return _solve(problem, setup, terms, Z0, solver, opts, mesh, t0)
+
+
+def _without_composite(problem, solver, precondition):
+    """``precondition``, turned off (``"auto"``) or refused (``True``) when a term leaves the smooth part for the
+    loop's proximal steps (:mod:`.prox`): its prox or projection holds in the coordinates of ``M``, not in those of
+    a preconditioned ``Z`` (``M = T Z T``)."""
+    composite = [t for t in problem.terms
+                 if declares_indicator(t) or (solver.proximal and declares_prox(t))]
+    if not composite or precondition is False:
+        return precondition
+    if precondition is True:
+        names = ", ".join(t.describe() for t in composite)
+        raise InputError(f"precondition=True cannot be combined with the term(s) {names}: their prox or projection "
+                         "acts on M itself, which the preconditioner's congruence M = T Z T would change. Use "
+                         "precondition='auto' or False.")
+    return False
 
 
 def _check_factor(L, r, d, diagonal=False):
@@ -246,14 +265,21 @@ def best_scale(problem, M0=None, max_triplets=4_000_000):
     minimised to machine precision in ``log c`` (scipy's bounded Brent search). ``D`` starts at the mean
     target-neighbour distance (the optimal scale makes those distances of the order of the unit
     margin, so few triplets are collected) and grows fourfold, with a new search, while the
-    minimiser sits at ``1/D``. Problems without a single triplet hinge, or whose search would hold more than
+    minimiser sits at ``1/D``. (Another scalar triplet loss ``l`` of :mod:`metricopt.losses`, zero for ``h <= 0``
+    as well: :math:`w \sum_t l(1 + c\,\delta_t)` over the same collected values.) Problems without a single triplet
+    hinge or loss, or whose search would hold more than
     ``max_triplets`` values, fall back to :func:`_scan_scale` (a search per evaluation). The start
     of FISTA for LMNN and of LMNN-R's restarts. With per-anchor weights (weighted LMNN) the hinge
     is :math:`w \sum_t w_{i_t} [1 + c\,\delta_t]_+`: the suffix sums carry the weights."""
     M0 = np.eye(problem.d) if M0 is None else np.asarray(M0, dtype=np.float64)
     hinges = [t for t in problem.terms if t.uses_working_set]
-    piece = hinges[0].dual_piece(problem) if len(hinges) == 1 else None
-    if piece is None or piece.loss != "triplet_hinge" or getattr(problem, "target_neighbors", None) is None:
+    single = hinges[0] if len(hinges) == 1 and isinstance(hinges[0], CertifiableTerm) else None
+    piece = None if single is None else single.dual_piece(problem)
+    # another scalar triplet loss (metricopt.losses, dual piece "triplet_loss"): its values on the same deltas
+    loss = (single.loss if piece is not None and piece.loss == "triplet_loss" and isinstance(single, ScalarLossTerm)
+            else None)
+    if (piece is None or (piece.loss != "triplet_hinge" and loss is None)
+            or not isinstance(problem, TripletProblem)):
         return _scan_scale(problem, M0)
     weight = piece.weight
     others = [t for t in problem.terms if not t.uses_working_set]
@@ -264,7 +290,7 @@ def best_scale(problem, M0=None, max_triplets=4_000_000):
     mean_target = float(np.mean(np.sum((Z[:, None, :] - Z[T]) ** 2, axis=-1))) if Z.ndim == 2 else 1.0
     D = max(mean_target, 1e-12)
     lo_c, hi_c = 2.0 ** -20, 2.0 ** 20
-    sw = getattr(problem, "sample_weight", None)
+    sw = problem.sample_weight
     while True:
         parts, wparts, count = [], [], 0
         for i, _, _, h in iter_triplets(Z, problem.y, T, margin=D - 1.0, clusters=problem.clusters):
@@ -275,7 +301,15 @@ def best_scale(problem, M0=None, max_triplets=4_000_000):
             if count > max_triplets:
                 return _scan_scale(problem, M0)
         delta = np.concatenate(parts) if parts else np.zeros(0)
-        if sw is None:
+        if loss is not None:  # a scalar loss other than the hinge: its sum over the triplets active at c
+            order = np.argsort(delta, kind="stable")
+            delta, wt = delta[order], None if sw is None else np.concatenate(wparts)[order]
+
+            def f(c):
+                first = np.searchsorted(delta, -1.0 / c, side="right")  # active: delta > -1/c
+                vals = loss.value(1.0 + c * delta[first:])
+                return rest(c) + weight * float(np.sum(vals if wt is None else wt[first:] * vals))
+        elif sw is None:
             delta = np.sort(delta)
             suffix = np.concatenate([np.cumsum(delta[::-1])[::-1], [0.0]])
 
@@ -295,12 +329,29 @@ def best_scale(problem, M0=None, max_triplets=4_000_000):
         # convex in c, hence unimodal in log c: Brent's bounded search (scipy) to machine precision
         # (tiny features: the mean target distance D below 2^-20 moves the upper end up with 1/D)
         bounds = (np.log(max(1.0 / D, lo_c)), np.log(max(hi_c, 1024.0 / D)))
+        if not np.isfinite(rest(np.exp(bounds[1]))):  # a constraint term (e.g. a trace ball) ends the ray
+            top = _largest_finite(rest, *bounds)
+            if top <= bounds[0]:
+                return float(np.exp(top))
+            bounds = (bounds[0], top)
         found = minimize_scalar(lambda x: f(np.exp(x)), bounds=bounds, method="bounded",
                                 options={"xatol": 1e-12, "maxiter": 500})
         c = float(np.exp(found.x))
         if c > 1.01 / D or 1.0 / D <= lo_c:
             return c
         D *= 4.0
+
+
+def _largest_finite(value, lo, hi, steps=60):
+    """The largest ``x`` in ``[lo, hi]`` (bisection in ``x = log c``, to ``2^-steps`` of the interval) with
+    ``value(exp(x))`` finite, for a convex ``value`` infinite beyond a point of the ray (the indicator of a
+    constraint term holding 0); ``lo`` when it is infinite there too."""
+    if not np.isfinite(value(np.exp(lo))):
+        return lo
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if np.isfinite(value(np.exp(mid))) else (lo, mid)
+    return lo
 
 
 def _scan_scale(problem, M0, shrink=2.0, golden_steps=6):
@@ -372,7 +423,9 @@ def evaluate(problem, Z, smoothing=0.0, direction=None):
     re-check margin: ``(value, exact_value, gradient)`` with the hinge smoothed to width
     ``smoothing`` in ``value`` and its gradient, and, given a ``direction`` ``V``, the
     Hessian-vector product ``H(Z) V`` of the smoothed objective as a fourth item (what
-    :class:`~.solvers.TrustNewton` computes). For tests, stationarity measures and teaching; float64."""
+    :class:`~.solvers.TrustNewton` computes). With terms that leave the smooth part for FISTA's proximal
+    steps (:mod:`.prox`), ``value`` includes their exact value and the gradient is the smooth part's.
+    For tests, stationarity measures and teaching; float64."""
     import jax
     import jax.numpy as jnp
 
@@ -392,11 +445,12 @@ def evaluate(problem, Z, smoothing=0.0, direction=None):
         # compiled on its own (seconds on a small problem); a closure jitted per call would recompile each time
         args = (tuple(run.term_classes), run.geometry, run.data, run.gdata, tuple(actives), Zj,
                 jnp.asarray(smoothing, dtype=Zj.dtype))
-        value, exact, grad = evaluate_objective(*args, roles=run.roles)
+        value, exact, grad = evaluate_objective(*args, roles=run.roles, composite=run.composite)
         out = (float(value), float(exact), np.asarray(grad, dtype=np.float64))
         if direction is not None:
             V = jnp.asarray(np.asarray(direction, dtype=np.float64))
-            out += (np.asarray(evaluate_hvp(*args, V, hessian_vector_product, roles=run.roles), dtype=np.float64),)
+            out += (np.asarray(evaluate_hvp(*args, V, hessian_vector_product, roles=run.roles,
+                                            composite=run.composite), dtype=np.float64),)
     return out
 
 

@@ -11,6 +11,7 @@ The status of the result is decided by :func:`metricopt.certify.policy.decide_st
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import numpy as np
@@ -19,8 +20,9 @@ from ..._deadline import Budget, deadline
 from ...certify.certificate import Verdict
 from ...certify.policy import decide_status
 from ...errors import InputError
-from ...protocols import DualPiece
+from ...protocols import CertifiableTerm, DualPiece
 from ...solution import Solution, Status
+from .prox import plan
 
 #: consecutive chunks without any change of M after which the solve is declared stalled
 STALL_CHUNKS = 5
@@ -75,15 +77,11 @@ def _new_violators(old, new, h):
 
 
 def _certifiable(problem):
-    """Whether :func:`metricopt.certify` can bound ``problem`` (every term declares a dual piece)."""
-    from ...certify.dual import dual_summary
-    from ...errors import NotCertifiableError
+    """Whether :func:`metricopt.certify` can bound ``problem`` (:func:`metricopt.certify.core.certifiable`: a
+    registered certifier reads every term, by its dual piece or generically from its CVXPY expression)."""
+    from ...certify.core import certifiable
 
-    try:
-        dual_summary(problem)
-    except NotCertifiableError:
-        return False
-    return True
+    return certifiable(problem)[0]
 
 
 class Run:
@@ -100,15 +98,24 @@ class Run:
         self.budget = Budget.start(opts.time_limit, self.t0)
         self.chunk_rate, self.recheck_time = None, 0.0  # seconds per iteration of the last chunk, of the last re-check
         self.term_classes = tuple(type(t) for t in terms)
-        self.roles = tuple((t.dual_piece(problem) or _NO_PIECE).loss for t in terms)
+        # each term's loss role (e.g. the pairs an online solver visits); a term the certificates cannot read has none
+        self.roles = tuple(((t.dual_piece(problem) if isinstance(t, CertifiableTerm) else None) or _NO_PIECE).loss
+                           for t in terms)
         self.data = tuple({k: jnp.asarray(v) for k, v in t.jax_data(problem).items()} for t in terms)
         self.geometry = setup.geometry
         self.gdata = {"T": jnp.asarray(setup.gdata["T"])} if "T" in setup.gdata else {}
-        self.smoothed = solver.smoothing and any(t.jax_smoothed for t in terms)
+        # non-smooth terms with a prox, a constraint term with a projection: out of the smooth part (see .prox)
+        self.composite = plan(terms, self.geometry, solver.proximal)
+        self.smoothed = solver.smoothing and any(t.jax_smoothed for i, t in enumerate(terms)
+                                                 if i not in self.composite.indices)
         self.extras = problem.extra_variables
         self.online = solver.online
-        self.Z = np.asarray(self.geometry.project(jnp.asarray(Z0)), dtype=np.float64)
+        self.Z = np.asarray(self.project(jnp.asarray(Z0)), dtype=np.float64)
         self.state = solver.init(jnp.asarray(self.Z))
+        if self.composite.n_dual:  # the inner dual loop's multipliers (warm start), at the step they were taken at
+            Zj = self.state["M"]
+            self.state = {**self.state, "dual": jnp.zeros((self.composite.n_dual,) + Zj.shape, Zj.dtype),
+                          "dual_step": jnp.ones((), Zj.dtype)}
         self.n_dev, self.split = 1, None
         if mesh is not None:
             # the active triplets are split across the devices, everything else replicated
@@ -123,14 +130,14 @@ class Run:
         self.it, self.unchanged, self.interval = 0, 0, opts.check_every
         self.capacity, self.np_actives = {}, {}  # per working-set term: capacity bucket, current active set
         self.bucket_since = {}  # per working-set term: the iteration its current bucket was entered
-        self.d2 = float(getattr(problem, "d", 1) or 1) ** 2
+        self.d2 = float(problem.d) ** 2
         self.history, self.best = [], None  # best: (objective, V, iteration)
         # certificates
         self.cert, self.cert_V, self.cert_it, self.cert_time, self.cert_calls = None, None, None, 0.0, 0
         self.last_cert, self.cert_end = 0.0, 0.0
         det = opts.deterministic
         if det == "auto":
-            n, d = getattr(problem, "n", 0) or 0, getattr(problem, "d", 0) or 0
+            n, d = problem.n, problem.d
             det = float(n) ** 2 * float(d) < TIMED_SPACING_WORK
         self.timed_spacing = not det
         # rollback safeguard (solvers that promise descent, on problems with working sets)
@@ -145,7 +152,16 @@ class Run:
         """The loop's :class:`~.loop.Objective` over the active sets ``actives`` (outside the jitted loop)."""
         from .loop import Objective
 
-        return Objective(self.term_classes, self.data, tuple(actives), self.geometry, self.gdata, self.roles)
+        return Objective(self.term_classes, self.data, tuple(actives), self.geometry, self.gdata, self.roles,
+                         self.composite)
+
+    def project(self, Z):
+        """The projection onto the loop's feasible set (with a constraint term's set, :mod:`.prox`)."""
+        if not self.composite:
+            return self.geometry.project(Z)
+        from .loop import evaluate_project
+
+        return evaluate_project(self.term_classes, self.geometry, self.data, Z, composite=self.composite)
 
     # ------------------------------------------------------------------ the loop
     def run(self):
@@ -261,7 +277,7 @@ class Run:
         from .loop import run_chunk
 
         return run_chunk(self.solver, self.term_classes, self.geometry, self.data, self.gdata, tuple(actives),
-                         self.state, jnp.asarray(0, jnp.int32), self.roles)
+                         self.state, jnp.asarray(0, jnp.int32), self.roles, self.composite)
 
     def rose(self):
         """Factor geometry (non-convex, steps of any length): whether the last chunk raised the smoothed
@@ -278,12 +294,15 @@ class Run:
         """The certificate of ``V``; under a ``time_limit`` its conic programs stop by the budget's ``certify_by``
         (``final``: it ends the solve) or after :data:`MID_CERTIFY_SHARE` of the seconds left."""
         from ...certify import certify
+        from ...certify.lmnn import narrow_only
 
         tc = time.perf_counter()
         at = None
         if self.budget.limited:
             at = self.budget.certify_by if final else tc + MID_CERTIFY_SHARE * max(self.budget.left(tc), 0.0)
-        with deadline(at):
+        with deadline(at), (contextlib.nullcontext() if final else narrow_only()):
+            # before the last certificate, LMNN's wide restricted dual is skipped: it rarely certifies earlier
+            # and its cost spaces the certificates out (digits PCA-30 at tol 1e-6: 26 s without, 33 s with it)
             cert = certify(self.problem, V["M"], tol=self.opts.tol, **{k: V[k] for k in self.extras})
         self.last_cert = time.perf_counter() - tc
         self.cert_end = time.perf_counter()
@@ -318,7 +337,13 @@ class Run:
         elif done:
             due = True
         if due or self.online:
-            self.cert = self._certify(V, final=done)
+            from ...errors import NotCertifiableError
+
+            try:
+                self.cert = self._certify(V, final=done)
+            except NotCertifiableError:  # a term's compiled program needs cones the generic bound does not handle
+                self.certifiable = False
+                return self.first_order(entry)
             self.cert_it, self.cert_V = self.it, V
             entry["rel_gap"] = self.cert.rel_gap
         entry["certify_time"] = self.cert_time
@@ -327,9 +352,23 @@ class Run:
     def first_order(self, entry):
         """A convex problem no certificate covers (a term without a dual piece): the relative projected-gradient
         step ``||Z - P(Z - a G)|| / ||Z||`` with ``a = ||Z|| / ||G||`` (zero exactly at a minimiser of a convex
-        problem), at the last width of the smoothing. Returns whether it is at most ``tol``."""
+        problem), at the last width of the smoothing; with composite terms (:mod:`.prox`) the proximal-gradient
+        step ``||Z - prox_{a g}(Z - a G)|| / ||Z||``, ``G`` the smooth part's gradient
+        (:func:`.loop.prox_gradient_step`). Returns whether it is at most ``tol``."""
         import jax.numpy as jnp
 
+        if self.composite:
+            from .loop import prox_gradient_step
+
+            actives = [self.np_actives.get(i) for i in range(len(self.terms))]
+            actives = tuple(None if a is None else {k: jnp.asarray(v) for k, v in a.items()} for a in actives)
+            rel = float(prox_gradient_step(self.term_classes, self.geometry, self.data, self.gdata, actives,
+                                           jnp.asarray(self.Z), self.state["s"], roles=self.roles,
+                                           composite=self.composite))
+            entry["first_order"] = rel
+            entry["certify_time"] = 0.0
+            at_min_width = not self.smoothed or float(self.state["s"]) <= self.solver.s_min * (1 + 1e-9)
+            return at_min_width and rel <= self.opts.tol
         probe = self.last_probe
         Z, G = jnp.asarray(self.Z), self.gradient(probe)
         zn, gn = float(jnp.linalg.norm(Z)), float(jnp.linalg.norm(G))
@@ -426,7 +465,7 @@ class Run:
         self.prev, self.prev_prev_sizes = (self.Z, self.state, obj), dict(self.prev_sizes)
         tc = time.perf_counter()
         self.state = run_chunk(solver, self.term_classes, self.geometry, self.data, self.gdata, tuple(actives),
-                               self.state, jnp.asarray(steps, jnp.int32), self.roles)
+                               self.state, jnp.asarray(steps, jnp.int32), self.roles, self.composite)
         self.Z = np.array(self.state["M"], dtype=np.float64)
         self.chunk_rate = (time.perf_counter() - tc) / steps  # the first chunk's includes compiling the loop
         self.it = self.state_iters = int(self.state["iterations"])

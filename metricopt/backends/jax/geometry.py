@@ -48,7 +48,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import InputError
-from ...protocols import GeometryKind
+from ...protocols import BudgetProblem, GeometryKind, JaxTerm
+from .prox import declares_indicator
 
 
 def _clip_spectrum(w, trace_bound=None):
@@ -160,9 +161,13 @@ def accepts(problem):
                        "objective terms. Use backend='cvxpy'.")
     if geo.kind is GeometryKind.PSD and (geo.diagonal or problem.constraints or problem.extra_variables):
         return False, "backend='jax' handles unconstrained LMNN-type problems over a full PSD M only."
-    bad = [t for t in problem.terms if not getattr(t, "has_jax", False)]
+    bad = [t for t in problem.terms if not (isinstance(t, JaxTerm) and t.has_jax)]
     if bad:
         return False, f"backend='jax' has no JAX piece for the term(s) {bad}; use backend='cvxpy'."
+    constraints = [t for t in problem.terms if declares_indicator(t)]
+    if constraints and geo.kind is not GeometryKind.PSD:
+        return False, (f"backend='jax' enforces the constraint term(s) {constraints} by projection within the PSD "
+                       f"cone of a full metric M; {name} has the geometry '{geo.describe()}'. Use backend='cvxpy'.")
     return True, ""
 
 
@@ -281,8 +286,7 @@ def _budget_whitening(problem, geo):
     problem, having been constructed, is bounded, so no dissimilar pair differs along them)."""
     S = geo.budget
     d = S.shape[0]
-    get = getattr(problem, "budget_whitening", None)
-    pair = None if get is None or geo.diagonal else get()
+    pair = problem.budget_whitening() if isinstance(problem, BudgetProblem) and not geo.diagonal else None
     if pair is not None:
         T, Tinv = (np.asarray(a, dtype=np.float64) for a in pair)
         r = T.shape[1]

@@ -15,7 +15,9 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from . import prox as _prox
 from .geometry import project_psd  # noqa: F401  (re-exported: the JAX backend's one PSD projection)
+from .prox import NONE
 
 #: how many times :func:`run_chunk` has been traced (a Python side effect: it only
 #: runs while JAX traces, i.e. compiles, the loop)
@@ -28,26 +30,50 @@ class Objective:
     smoothed with width ``s`` where a term is non-smooth, ``exact_value`` not), each term
     with working set evaluated over its (padded) active set; ``Z`` is mapped to the problem's
     variables and the gradient back by the :class:`~.geometry.Geometry`, whose projection
-    is ``objective.project``."""
+    is ``objective.project``.
 
-    def __init__(self, term_classes, data, actives, geometry, gdata, roles=()):
+    With ``composite`` terms (:class:`~.prox.Composite`: non-smooth terms with a prox, a constraint term
+    with a projection) the objective is split, :math:`F = f + g`: the gradient is :math:`f`'s only,
+    ``value`` is :math:`f + g` with :math:`g` the composite terms' exact values (:meth:`split` gives both),
+    ``project`` includes the constraint term's set, and :meth:`prox` is the proximal map of :math:`g` (with the
+    feasible set). Without composite terms, ``g = 0`` and ``prox`` is ``project``."""
+
+    def __init__(self, term_classes, data, actives, geometry, gdata, roles=(), composite=NONE):
         self.parts = tuple(zip(term_classes, data, actives))
         self.roles = tuple(roles) or (None,) * len(self.parts)
         self.geometry, self.gdata = geometry, gdata
+        self.term_classes, self.data = tuple(term_classes), tuple(data)
+        self.composite = composite
 
-    def __call__(self, Z, s):
+    def split(self, Z, s):
+        """``(f, g, exact_value, gradient of f)``: the smooth part (smoothed with width ``s``), the composite
+        terms' exact value, the exact objective, and the smooth part's gradient."""
         V = self.geometry.unpack(Z, self.gdata)
         value = exact = 0.0
+        nonsmooth = 0.0
         grads = {}
-        for cls, dat, act in self.parts:
+        skip = self.composite.indices
+        for idx, (cls, dat, act) in enumerate(self.parts):
+            if idx in skip:
+                v = cls.jax_value(dat, V, act, 0.0)
+                nonsmooth, exact = nonsmooth + v, exact + v
+                continue
             v, e, g = cls.jax_value_grad(dat, V, act, s)
             value, exact = value + v, exact + e
             for name, gv in g.items():
                 grads[name] = grads[name] + gv if name in grads else gv
-        return value, exact, self.geometry.pack_grad(grads, Z, self.gdata)
+        return value, nonsmooth, exact, self.geometry.pack_grad(grads, Z, self.gdata)
+
+    def __call__(self, Z, s):
+        f, g, exact, grad = self.split(Z, s)
+        return (f + g if self.composite else f), exact, grad
 
     def project(self, Z):
-        return self.geometry.project(Z)
+        return _prox.project(self.composite, self.term_classes, self.data, self.geometry, Z)
+
+    def prox(self, A, step, dual=None, max_inner=_prox.INNER_MAX, tol=_prox.INNER_TOL):
+        """``(prox_{step g}(A), dual)`` (:func:`.prox.prox`; ``dual``: the inner loop's warm start and result)."""
+        return _prox.prox(self.composite, self.term_classes, self.data, self.geometry, A, step, dual, max_inner, tol)
 
     def loss_data(self, loss):
         """The data of the first term whose dual piece declares the loss ``loss`` (e.g. the pairs of
@@ -55,13 +81,13 @@ class Objective:
         return next(dat for (_, dat, _), role in zip(self.parts, self.roles) if role == loss)
 
 
-@functools.partial(jax.jit, static_argnames=("solver", "term_classes", "geometry", "roles"))
-def run_chunk(solver, term_classes, geometry, data, gdata, actives, state, n_steps, roles=()):
+@functools.partial(jax.jit, static_argnames=("solver", "term_classes", "geometry", "roles", "composite"))
+def run_chunk(solver, term_classes, geometry, data, gdata, actives, state, n_steps, roles=(), composite=NONE):
     """``solver.refresh``, then ``solver.update`` iterations until ``n_steps`` (dynamic) of them ran
     or ``solver.converged(state)`` (e.g. the smoothed problem is solved); all jitted. The state's
     ``iterations`` counts the updates."""
     TRACES["run_chunk"] += 1
-    objective = Objective(term_classes, data, actives, geometry, gdata, roles)
+    objective = Objective(term_classes, data, actives, geometry, gdata, roles, composite)
     state = solver.refresh(objective, state)
 
     def cond(carry):
@@ -76,15 +102,40 @@ def run_chunk(solver, term_classes, geometry, data, gdata, actives, state, n_ste
     return {**state, "iterations": state["iterations"] + steps}
 
 
-@functools.partial(jax.jit, static_argnames=("term_classes", "geometry", "roles"))
-def evaluate_objective(term_classes, geometry, data, gdata, actives, Z, s, roles=()):
+@functools.partial(jax.jit, static_argnames=("term_classes", "geometry", "roles", "composite"))
+def evaluate_objective(term_classes, geometry, data, gdata, actives, Z, s, roles=(), composite=NONE):
     """``Objective(...)(Z, s)`` jitted once per term classes, geometry and shapes (a host-side evaluation
     of the loop's objective: run eagerly, each of its primitives would be compiled on its own)."""
-    return Objective(term_classes, data, actives, geometry, gdata, roles)(Z, s)
+    return Objective(term_classes, data, actives, geometry, gdata, roles, composite)(Z, s)
 
 
-@functools.partial(jax.jit, static_argnames=("term_classes", "geometry", "roles", "hvp"))
-def evaluate_hvp(term_classes, geometry, data, gdata, actives, Z, s, V, hvp, roles=()):
+@functools.partial(jax.jit, static_argnames=("term_classes", "geometry", "roles", "hvp", "composite"))
+def evaluate_hvp(term_classes, geometry, data, gdata, actives, Z, s, V, hvp, roles=(), composite=NONE):
     """``hvp(objective, Z, s, V)`` (e.g. :func:`~.solvers.hessian_vector_product`) on the loop's objective,
     jitted like :func:`evaluate_objective`."""
-    return hvp(Objective(term_classes, data, actives, geometry, gdata, roles), Z, s, V)
+    return hvp(Objective(term_classes, data, actives, geometry, gdata, roles, composite), Z, s, V)
+
+
+@functools.partial(jax.jit, static_argnames=("term_classes", "geometry", "composite"))
+def evaluate_project(term_classes, geometry, data, Z, composite=NONE):
+    """The projection onto the loop's feasible set (the geometry's, or a constraint term's), jitted."""
+    return _prox.project(composite, term_classes, data, geometry, Z)
+
+
+@functools.partial(jax.jit, static_argnames=("term_classes", "geometry", "roles", "composite", "max_inner"))
+def prox_gradient_step(term_classes, geometry, data, gdata, actives, Z, s, roles=(), composite=NONE,
+                       max_inner=_prox.CHECK_INNER_MAX):
+    r"""The first-order optimality measure of a convex problem at ``Z``: the relative proximal-gradient step
+    :math:`\|Z - \operatorname{prox}_{a g}(Z - a \nabla f(Z))\|_F / \|Z\|_F` with :math:`a = \|Z\|_F /
+    \|\nabla f(Z)\|_F` (zero exactly at a minimiser of :math:`f + g`, :math:`g` the composite terms and the
+    feasible set; without composite terms, the projected-gradient step), the smooth part at width ``s``; the
+    prox's inner loop, if any, cold-started with up to ``max_inner`` iterations."""
+    import jax.numpy as jnp
+
+    objective = Objective(term_classes, data, actives, geometry, gdata, roles, composite)
+    G = objective.split(Z, s)[3]
+    zn, gn = jnp.sqrt(jnp.sum(Z * Z)), jnp.sqrt(jnp.sum(G * G))
+    a = zn / jnp.maximum(gn, 1e-300)
+    P, _ = objective.prox(Z - a * G, a, None, max_inner, _prox.INNER_TOL)
+    rel = jnp.sqrt(jnp.sum((Z - P) ** 2)) / jnp.maximum(zn, 1e-300)
+    return jnp.where(gn == 0.0, 0.0, rel)

@@ -51,6 +51,8 @@ class Solver:
     * ``online``: one iteration is one pass over a loss's pairs (:meth:`update` visits them);
     * ``unconstrained_only``: its steps ignore the feasible set (no projection), so it runs only on
       an unconstrained geometry (a factor ``L``);
+    * ``proximal``: its steps are proximal-gradient steps ``objective.prox(Y - t grad f(Y), t)``, so that
+      terms declaring a prox leave the smooth part (:mod:`.prox`); other solvers see them smoothed;
     * ``s_min``: the smallest smoothing width (a field where the solver lets the caller set it).
 
     Methods: :meth:`init` (state from the starting matrix), :meth:`refresh` (recompute cached values
@@ -65,8 +67,13 @@ class Solver:
     scaled_start: ClassVar[bool] = False
     online: ClassVar[bool] = False
     unconstrained_only: ClassVar[bool] = False
-    #: smallest smoothing width of the continuation (a smoothing solver stops at it)
-    s_min: ClassVar[float] = SMOOTHING_MIN
+    proximal: ClassVar[bool] = False
+
+    @property
+    def s_min(self) -> float:
+        """The smallest smoothing width of the continuation (a smoothing solver stops at it); solvers that let
+        the caller set it make it a field."""
+        return SMOOTHING_MIN
 
     def init(self, M0):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -149,13 +156,17 @@ class Subgradient(Solver):
 
 @dataclass(frozen=True)
 class FISTA(Solver):
-    """Accelerated projected gradient (FISTA, Beck & Teboulle 2009) on the hinge smoothed
-    to a centred Huber of width ``s`` (driven down by the driver: continuation).
+    r"""Accelerated proximal gradient (FISTA, Beck & Teboulle, SIAM J. Imaging Sci. 2(1), 2009) on the hinge
+    smoothed to a centred Huber of width ``s`` (driven down by the driver: continuation).
 
-    Backtracking on the Lipschitz estimate ``L`` (tried ``L * l_decrease`` first, doubled
-    until the quadratic upper bound holds), and an adaptive restart (O'Donoghue & Candes
-    2015): a step that would increase the smoothed objective is rejected and the momentum
-    reset, so the iterates decrease monotonically.
+    Each step is :math:`M^+ = \operatorname{prox}_{g/L}(Y - \nabla f(Y)/L)` at the extrapolated point
+    :math:`Y`: with :math:`g` the feasible set's indicator alone, the projection (accelerated projected
+    gradient); with non-smooth terms that declare a prox (:mod:`.prox`), their prox composed exactly with the
+    feasible set (closed forms, or an inner dual loop warm-started from the state's ``dual``). Backtracking on
+    the Lipschitz estimate ``L`` of the smooth part (tried ``L * l_decrease`` first, doubled until the quadratic
+    upper bound :math:`f(M^+) \le f(Y) + \langle \nabla f(Y), M^+ - Y\rangle + \tfrac{L}{2}\|M^+ - Y\|^2`
+    holds), and an adaptive restart (O'Donoghue & Candes 2015): a step that would increase the smoothed
+    objective :math:`f + g` is rejected and the momentum reset, so the iterates decrease monotonically.
     """
 
     name: ClassVar[str] = "fista"
@@ -163,6 +174,7 @@ class FISTA(Solver):
     adaptive_checks: ClassVar[bool] = True
     monotone: ClassVar[bool] = True  # the driver may roll a chunk back and shorten the steps (``shorten``)
     scaled_start: ClassVar[bool] = True  # LMNN: start from the best multiple of the identity (the paper: I)
+    proximal: ClassVar[bool] = True
     s0: float = 0.5
     step0: float = 0.1
     l_decrease: float = 0.7
@@ -214,15 +226,20 @@ class FISTA(Solver):
         M, s, t = st["M"], st["s"], st["t"]
         t_next = 0.5 * (1.0 + jnp.sqrt(1.0 + 4.0 * t * t))
         Y = M + ((t - 1.0) / t_next) * (M - st["Mprev"])
-        fY, _, gY = objective(Y, s)
+        fY, _, _, gY = objective.split(Y, s)  # the smooth part f (composite terms: in the prox)
         tiny = 1e-13 * jnp.abs(fY)
+        # the inner dual loop's warm start (composite terms without a closed-form prox), kept at the step 1/L of
+        # the last prox: its multipliers scale with the step
+        dual = st.get("dual")
 
-        def trial(L):
-            Mn = objective.project(Y - gY / L)
-            fn, fxn, _ = objective(Mn, s)
+        def trial(L, dual, dual_step):
+            if dual is not None:
+                dual = dual * (dual_step * L)
+            Mn, dual = objective.prox(Y - gY / L, 1.0 / L, dual)
+            fn, gn, fxn, _ = objective.split(Mn, s)
             D = Mn - Y
             ok = fn <= fY + jnp.sum(gY * D) + 0.5 * L * jnp.sum(D * D) + tiny
-            return Mn, fn, fxn, ok
+            return Mn, fn + gn, fxn, ok, dual
 
         # backtracking: try L * l_decrease, double until the quadratic upper bound holds
         def cond(c):
@@ -230,19 +247,24 @@ class FISTA(Solver):
 
         def body(c):
             L = 2.0 * c[0]
-            return (L, *trial(L), c[5] + 1)
+            Mn, fn, fxn, ok, dual_n = trial(L, c[6], c[7])
+            return (L, Mn, fn, fxn, ok, c[5] + 1, dual_n, 1.0 / L)
 
-        init = (0.5 * self.l_decrease * st["L"], M, fY, fY, jnp.zeros((), bool), 0)
-        L, Mn, fn, fxn, ok, nb = lax.while_loop(cond, body, init)
+        init = (0.5 * self.l_decrease * st["L"], M, fY, fY, jnp.zeros((), bool), 0, dual,
+                st.get("dual_step", jnp.ones_like(fY)))
+        L, Mn, fn, fxn, ok, nb, dual_n, dual_step = lax.while_loop(cond, body, init)
         # a step the projection undoes (an iterate at a face of the feasible set) says nothing about L
         L = jnp.where(jnp.sum((Mn - Y) ** 2) > 0, L, st["L"])
         acc = fn <= st["f"]
         pick = lambda new, old: jnp.where(acc, new, old)
-        return {**st, "M": pick(Mn, M), "Mprev": M, "f": pick(fn, st["f"]), "fx": pick(fxn, st["fx"]),
-                "t": jnp.where(acc, t_next, 1.0), "L": L, "restarts": st["restarts"] + (~acc).astype(jnp.int32),
-                # rejected or motionless steps: a fixed point of the projected gradient map at this smoothing
-                "rejected": jnp.where(acc & jnp.any(Mn != M), 0, st["rejected"] + 1),
-                "evals": st["evals"] + 1 + nb}
+        out = {**st, "M": pick(Mn, M), "Mprev": M, "f": pick(fn, st["f"]), "fx": pick(fxn, st["fx"]),
+               "t": jnp.where(acc, t_next, 1.0), "L": L, "restarts": st["restarts"] + (~acc).astype(jnp.int32),
+               # rejected or motionless steps: a fixed point of the projected gradient map at this smoothing
+               "rejected": jnp.where(acc & jnp.any(Mn != M), 0, st["rejected"] + 1),
+               "evals": st["evals"] + 1 + nb}
+        if dual is not None:  # the last prox's multipliers, and the step they were taken at
+            out.update(dual=dual_n, dual_step=dual_step)
+        return out
 
 
 def _stride(m):
