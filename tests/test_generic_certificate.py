@@ -25,6 +25,7 @@ import metricopt as mo
 from metricopt.certify import Verdict
 from metricopt.errors import NotCertifiableError
 from metricopt.terms import Frobenius, Term, Trace
+from test_new_term import TowardsIdentity  # lam/2 ||M - I||_F^2 with its closed-form dual piece (the fast path)
 
 generic = importlib.import_module("metricopt.certify.generic")
 
@@ -212,24 +213,6 @@ def test_a_user_term_with_no_dual_code_is_solved_and_certified(wine5, make):
     for scale in (0.1, 1.0):
         far = mo.certify(problem, scale * np.eye(problem.d))
         assert far.lower <= reference + 1e-7 * abs(reference)
-
-
-class TowardsIdentity(Term):
-    """``lam/2 ||M - I||_F^2`` with its closed-form dual piece (the fast path)."""
-
-    def __init__(self, lam):
-        self.lam = float(lam)
-
-    def value(self, problem, V):
-        D = V["M"] - np.eye(problem.d)
-        return 0.5 * self.lam * float(np.sum(D * D))
-
-    def cvxpy(self, problem, V, ws=None):
-        return 0.5 * self.lam * cp.sum_squares(V["M"] - np.eye(problem.d)), []
-
-    def dual_piece(self, problem):
-        d = problem.d
-        return mo.protocols.DualPiece(linear=-self.lam * np.eye(d), strong_convexity=self.lam, constant=0.5 * self.lam * d)
 
 
 @pytest.mark.parametrize("make", [lambda: [], lambda: [Frobenius(0.1)], lambda: [Trace(0.1)],

@@ -315,7 +315,14 @@ def test_lmnn_jax_objective_matches_the_exact_backend(wine, regularizer):
     fast = mo.solve(problem, backend="jax")
     assert np.isfinite(exact.objective) and np.isfinite(fast.objective)  # the trace ball holds at both (float64)
     assert fast.objective == pytest.approx(exact.objective, rel=1e-5)
-    _check_status(fast)
+    # both certified by the generic certificate (no dual piece), and no bound above the textbook program's optimum
+    prog, _ = problem.to_cvxpy()
+    reference = prog.solve(solver="CLARABEL")
+    for sol in (exact, fast):
+        assert sol.status is mo.Status.OPTIMAL, sol.message
+        cert = sol.certificate
+        assert cert.rel_gap <= 1e-6 and cert.details["dual form"].startswith("generic")
+        assert cert.lower <= reference + 1e-7 * abs(reference)
     for t in regs:
         if isinstance(t, TraceBall):
             assert math.fsum(np.diag(fast.M)) <= t.radius and math.fsum(np.diag(exact.M)) <= t.radius

@@ -170,6 +170,39 @@ def _pencil_prepare(P, B, EP=0.0, EB=0.0):
     return lower_of, lP, gam, live
 
 
+def _best_scaling(value, cands, s_top, U, lower_of, lP, live):
+    r"""The best certified bound over the candidate scalings (:func:`_pencil_bound`): ``value(s)`` the loss part of
+    the dual function along :math:`s\alpha` (a certified lower bound: :math:`s\sum_t\alpha_t` for the hinge), each
+    ``s`` paying :math:`cU` with :math:`c = \max(0, -\ell_G) / \ell_P`; where ``P`` is singular and nothing
+    positive was found, the largest ``s <= s_top`` with ``P - sB`` certifiably PSD (bisection). Returns
+    ``(bound, form, s)``."""
+    best, form, scale = 0.0, "none (P - sB is not certifiably PSD for any s > 0)", 0.0
+    for s in cands:
+        lG = lower_of(s)
+        if lG >= 0:
+            lb = value(s)
+        elif lP > 0:
+            lb = value(s) + U * lG / lP
+        else:
+            continue
+        if lb > best:
+            k = int(live.sum())
+            best, scale = lb, s
+            form = ("scaled to P - sB PSD" if lP <= 0 else "scaled (P positive definite)" if k == len(live)
+                    else f"scaled on the range of P (rank {k} of {len(live)})")
+    if lP <= 0 and best <= 0:  # P (numerically) singular there: the largest s with P - sB certifiably PSD
+        lo, hi = 0.0, s_top
+        if lower_of(hi) >= 0:
+            lo = hi
+        else:
+            for _ in range(60):
+                mid = 0.5 * (lo + hi)
+                lo, hi = (mid, hi) if lower_of(mid) >= 0 else (lo, mid)
+        if value(lo) > best:
+            best, form, scale = value(lo), "scaled to P - sB PSD (P singular)", lo
+    return best, form, scale
+
+
 def _pencil_bound(P, B, alpha_sum, smax, upper, EP=0.0, EB=0.0):
     r"""The bound of the module docstring for :math:`\lambda = 0`, every step on the safe side of rounding
     (:mod:`.verified`): ``(bound, details)``.
@@ -194,30 +227,8 @@ def _pencil_bound(P, B, alpha_sum, smax, upper, EP=0.0, EB=0.0):
         return smax * alpha_sum, {"dual form": "P = B = 0"}
     lower_of, lP, gam, live = prepared
 
-    best, form = 0.0, "none (P - sB is not certifiably PSD for any s > 0)"
     cands = [smax] + ([min(smax, 1.0 / gam)] if gam > 0 else [])
-    for s in cands:
-        lG = lower_of(s)
-        if lG >= 0:
-            lb = s * alpha_sum
-        elif lP > 0:
-            lb = s * alpha_sum + U * lG / lP
-        else:
-            continue
-        if lb > best:
-            k = int(live.sum())
-            best, form = lb, ("scaled to P - sB PSD" if lP <= 0 else "scaled (P positive definite)" if k == len(live)
-                              else f"scaled on the range of P (rank {k} of {len(live)})")
-    if lP <= 0 and best <= 0:  # P (numerically) singular there: the largest s with P - sB certifiably PSD
-        lo, hi = 0.0, smax
-        if lower_of(hi) >= 0:
-            lo = hi
-        else:
-            for _ in range(60):
-                mid = 0.5 * (lo + hi)
-                lo, hi = (mid, hi) if lower_of(mid) >= 0 else (lo, mid)
-        if lo * alpha_sum > best:
-            best, form = lo * alpha_sum, "scaled to P - sB PSD (P singular)"
+    best, form, _ = _best_scaling(lambda s: s * alpha_sum, cands, smax, U, lower_of, lP, live)
     return best, {"dual form": form}
 
 
@@ -503,32 +514,7 @@ def _pencil_bound_conjugate(P, B, phi, smax, upper, EP=0.0, EB=0.0):
     cands = {min(1.0, smax), s_peak, min(smax, _golden_max(approx, 0.0, s_hi))}
     if gam > 0:
         cands.add(min(smax, 1.0 / gam))
-    best, form, scale = 0.0, "none (P - sB is not certifiably PSD for any s > 0)", 0.0
-    for s in sorted(cands):
-        if s <= 0:
-            continue
-        lG = lower_of(s)
-        if lG >= 0:
-            lb = phi(s)
-        elif lP > 0:
-            lb = phi(s) + U * lG / lP
-        else:
-            continue
-        if lb > best:
-            k = int(live.sum())
-            best, scale = lb, s
-            form = ("scaled to P - sB PSD" if lP <= 0 else "scaled (P positive definite)" if k == len(live)
-                    else f"scaled on the range of P (rank {k} of {len(live)})")
-    if lP <= 0 and best <= 0:  # P (numerically) singular there: the largest s with P - sB certifiably PSD
-        lo, hi = 0.0, s_peak
-        if lower_of(hi) >= 0:
-            lo = hi
-        else:
-            for _ in range(60):
-                mid = 0.5 * (lo + hi)
-                lo, hi = (mid, hi) if lower_of(mid) >= 0 else (lo, mid)
-        if phi(lo) > best:
-            best, form, scale = phi(lo), "scaled to P - sB PSD (P singular)", lo
+    best, form, scale = _best_scaling(phi, [s for s in sorted(cands) if s > 0], s_peak, U, lower_of, lP, live)
     return best, {"dual form": form, "dual scaling": scale}
 
 

@@ -136,8 +136,23 @@ def capped_simplex(w, radius):
 
 
 # ----------------------------------------------------------------------------- the terms
+class _Penalty(Term):
+    """A penalty ``lam * norm(M)`` smoothed on the JAX backend: the weight, its description and configuration."""
+
+    jax_smoothed = True
+
+    def __init__(self, lam: float = 1.0) -> None:
+        self.lam = check_real(lam, "lam", low=0.0)
+
+    def describe(self) -> str:
+        return f"{type(self).__name__}(lam={self.lam:g})"
+
+    def config(self) -> dict:
+        return {"term": type(self).__name__, "lam": float(self.lam)}
+
+
 @register
-class OffDiagonalL1(Term):
+class OffDiagonalL1(_Penalty):
     r"""Off-diagonal L1 penalty :math:`R(M) = \lambda \sum_{i \ne j} |M_{ij}|` (sparse metrics: features that do
     not interact; Qi et al., ICML 2009). The diagonal is not penalised.
 
@@ -153,11 +168,6 @@ class OffDiagonalL1(Term):
     lam : float, >= 0
         The penalty weight :math:`\lambda`.
     """
-
-    jax_smoothed = True
-
-    def __init__(self, lam: float = 1.0) -> None:
-        self.lam = check_real(lam, "lam", low=0.0)
 
     def value(self, problem, V) -> float:
         M = np.asarray(V["M"], dtype=np.float64)
@@ -185,11 +195,6 @@ class OffDiagonalL1(Term):
         cut = step * data["lam"] * data["mask"]
         return jnp.sign(M) * jnp.maximum(jnp.abs(M) - cut, 0.0)
 
-    def describe(self) -> str:
-        return f"OffDiagonalL1(lam={self.lam:g})"
-
-    def config(self) -> dict:
-        return {"term": "OffDiagonalL1", "lam": float(self.lam)}
 
 
 @register
@@ -285,7 +290,7 @@ class TraceBall(Term):
 
 
 @register
-class FrobeniusNorm(Term):
+class FrobeniusNorm(_Penalty):
     r"""The Frobenius norm itself, :math:`R(M) = \lambda \|M\|_F` (not squared: unlike
     :class:`~metricopt.problems.terms.Frobenius`, non-smooth at :math:`M = 0`, so a large enough :math:`\lambda`
     makes :math:`M = 0` optimal; a group lasso over all entries).
@@ -305,11 +310,6 @@ class FrobeniusNorm(Term):
     lam : float, >= 0
         The penalty weight :math:`\lambda`.
     """
-
-    jax_smoothed = True
-
-    def __init__(self, lam: float = 1.0) -> None:
-        self.lam = check_real(lam, "lam", low=0.0)
 
     def value(self, problem, V) -> float:
         return self.lam * float(np.linalg.norm(np.asarray(V["M"], dtype=np.float64)))
@@ -344,15 +344,10 @@ class FrobeniusNorm(Term):
         """The PSD part of ``M``, block soft-thresholded (exact; see the class docstring)."""
         return FrobeniusNorm._shrink(data, psd_part(M), step)
 
-    def describe(self) -> str:
-        return f"FrobeniusNorm(lam={self.lam:g})"
-
-    def config(self) -> dict:
-        return {"term": "FrobeniusNorm", "lam": float(self.lam)}
 
 
 @register
-class RowL21(Term):
+class RowL21(_Penalty):
     r"""The (2,1)-norm of the metric, :math:`R(M) = \lambda \sum_i \|M_{i,:}\|_2` (a group lasso whose groups are
     the rows: on the PSD cone :math:`M_{ii} = 0` forces row :math:`i` to 0, so zero rows are features the metric
     does not use; Ying, Huang & Campbell, NIPS 2009).
@@ -369,11 +364,6 @@ class RowL21(Term):
     lam : float, >= 0
         The penalty weight :math:`\lambda`.
     """
-
-    jax_smoothed = True
-
-    def __init__(self, lam: float = 1.0) -> None:
-        self.lam = check_real(lam, "lam", low=0.0)
 
     def value(self, problem, V) -> float:
         M = np.asarray(V["M"], dtype=np.float64)
@@ -392,8 +382,3 @@ class RowL21(Term):
         M = V["M"]
         return data["lam"] * jnp.sum(_norm_envelope(jnp.sum(M * M, axis=1), smoothing * data["scale"]))
 
-    def describe(self) -> str:
-        return f"RowL21(lam={self.lam:g})"
-
-    def config(self) -> dict:
-        return {"term": "RowL21", "lam": float(self.lam)}
