@@ -278,3 +278,29 @@ def test_degenerate_data_never_gives_a_bound_above_a_feasible_value(kind, seed, 
     for M in candidates:
         cert = mo.certify(problem, M)
         assert cert.lower <= best
+
+
+class OffDiagonalAbsJax(OffDiagonalAbs):
+    """The same user term with a JAX value (autodiff subgradient; no prox, no dual piece)."""
+
+    def jax_data(self, problem):
+        return {"lam": np.float64(self.lam), "off": 1.0 - np.eye(problem.d)}
+
+    @staticmethod
+    def jax_value(data, V, active=None, smoothing=0.0):
+        import jax.numpy as jnp
+
+        return data["lam"] * jnp.sum(jnp.abs(V["M"]) * data["off"])
+
+
+def test_a_user_term_is_certified_on_the_jax_backend_too(wine5):
+    X, y = wine5
+    problem = mo.LMNNProblem(X, y, k=2, regularizer=[OffDiagonalAbsJax(0.05)])
+    exact = mo.solve(problem, backend="cvxpy", solver="CLARABEL")
+    fast = mo.solve(problem, backend="jax", tol=1e-6)
+    for sol in (exact, fast):
+        assert sol.status is mo.Status.OPTIMAL, sol.message
+        assert sol.certificate.rel_gap <= 1e-6 and sol.certificate.details["dual form"].startswith("generic")
+    assert fast.objective == pytest.approx(exact.objective, rel=1e-5)
+    reference = _textbook(problem)
+    assert max(exact.certificate.lower, fast.certificate.lower) <= reference + 1e-7 * abs(reference)
