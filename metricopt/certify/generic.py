@@ -657,10 +657,12 @@ def generic_triplet_bound(problem, M, variables, summary, feas_tol, tol):
     if _nonneg_terms(problem, summary.generic):
         # f = <P, M> + lam/2 ||M||^2 + c + loss + (terms without a piece), the last two non-negative: every optimum
         # has <P, M*> + lam/2 ||M*||^2 <= U - c
-        tau = trace_bound_of(summary, np.asarray(EP) + 2 * EPS * np.abs(summary.P),
-                             _safe_upper(upper) - summary.constant, problem.d)
+        c = float(summary.constant)
+        budget = (_safe_upper(upper) - c) + 4 * EPS * (abs(c) + abs(upper))  # rounded up: tau may only grow
+        tau = trace_bound_of(summary, np.asarray(EP) + 2 * EPS * np.abs(summary.P), budget, problem.d)
     inner_lb, info = inner_lower_bound(problem, G, EG, inner, tau)
-    lower = dual_part + inner_lb + const
+    # the sum and the constants' own rounding, taken downwards
+    lower = dual_part + inner_lb + const - 4 * EPS * (abs(dual_part) + abs(inner_lb) + abs(const))
     info.update({"dual form": "generic (conic dual of the terms' CVXPY expressions)",
                  "multipliers": int(len(T)), "certificate seconds": time.perf_counter() - t0})
     return upper, lower, info
