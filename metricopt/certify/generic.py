@@ -194,8 +194,6 @@ def _pivot_repair(A, c, y, aux, blocks):
     multipliers of the pivot rows (every other entry of ``y`` is kept as its float). Raises
     :class:`GenericBoundError` when some auxiliary column has no usable pivot row."""
     A = sp.csc_matrix(A)
-    is_aux = np.zeros(A.shape[1], dtype=bool)
-    is_aux[aux] = True
     blocked = np.zeros(A.shape[0], dtype=np.int64)  # number of processed auxiliary columns in each row
     used = np.zeros(A.shape[0], dtype=bool)
     exact: dict[int, Fraction] = {}
