@@ -991,3 +991,33 @@ def test_rounding_level_negative_eigenvalues_are_not_reprojected():
         cert = mo.certify(p, M, tol=1e-2)
         assert ("psd projection change" in cert.details) is projected
         assert cert.upper == pytest.approx(p.objective(project_psd(M)), rel=1e-9)
+
+
+def test_certify_takes_a_linear_map_or_an_estimator_and_says_what_it_certified():
+    """Certifying another tool's metric: ``L=`` (rectangular or square) is certified as ``M = L^T L`` and the report
+    says so; an (r, d) array passed as M gets a hint, and so does a non-PSD M; an estimator gives its metric."""
+    from sklearn.datasets import load_iris
+    from sklearn.neighbors import NeighborhoodComponentsAnalysis
+
+    X, y = load_iris(return_X_y=True)
+    X, y = X[::3], y[::3]
+    problem = mo.LMNNProblem(X, y, k=3)
+    nca = NeighborhoodComponentsAnalysis(n_components=2, random_state=0).fit(X, y)
+    L = nca.components_
+    cert = mo.certify(problem, L=L)
+    assert cert.details["candidate"] == "M = L^T L from L of shape (2, 4)"
+    assert cert.upper == mo.certify(problem, L.T @ L).upper
+    assert "M = L^T L from L of shape (2, 4)" in cert.report()
+    with pytest.raises(InputError, match=r"got shape \(2, 4\)\. A \(2, 4\) array looks like a linear map L .* pass "
+                                         r"L=\.\.\. to certify M = L\^T L"):
+        mo.certify(problem, L)
+    with pytest.raises(InputError, match="not both"):
+        mo.certify(problem, np.eye(4), L=L)
+    with pytest.raises(InputError, match=r"L must be a finite \(r, 4\) array"):
+        mo.certify(problem, L=np.ones((2, 3)))
+    bad = mo.certify(problem, np.diag([1.0, -1.0, 1.0, 1.0]))
+    assert "pass L=... to certify M = L^T L" in bad.details["reason"]
+    est = mo.LMNN(k=3).fit(X, y)
+    via_est = mo.certify(problem, est)
+    assert via_est.details["candidate"] == "M = LMNN.get_mahalanobis_matrix()"
+    assert via_est.upper == mo.certify(problem, est.get_mahalanobis_matrix()).upper

@@ -386,7 +386,9 @@ def test_certify_non_psd_returns_infeasible_verdict(problem):
     assert not cert.is_optimal
     assert cert.upper == float("inf") and cert.lower == -float("inf")
     assert cert.rel_gap == float("inf")
-    assert cert.details["reason"] == "M is not PSD: smallest eigenvalue -1"
+    assert cert.details["reason"] == ("M is not PSD: smallest eigenvalue -1; if it is a linear map L (e.g. an "
+                                      "estimator's components_), pass L=... to certify M = L^T L, or project it with "
+                                      "metricopt.linalg.project_psd")
     # the same through the problem's shorthand
     assert problem.certify(M_NOT_PSD).verdict == "infeasible"
 

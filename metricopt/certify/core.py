@@ -110,8 +110,8 @@ PSD_ROUNDING = 1e-13
 WIDE_DIAGONAL = 1e6
 
 
-def certify(problem: Any, M: Any, tol: float = 1e-6, psd_tol: float = 1e-7, feas_tol: float = 1e-6,
-            dual: str = "auto", **variables: float) -> Certificate:
+def certify(problem: Any, M: Any = None, tol: float = 1e-6, psd_tol: float = 1e-7, feas_tol: float = 1e-6,
+            dual: str = "auto", *, L: Any = None, **variables: float) -> Certificate:
     """Certify a candidate ``M`` (or a :class:`~metricopt.Solution`) of a convex problem.
 
     The bound is chosen from the problem's declarations (its geometry and its terms' dual
@@ -122,8 +122,13 @@ def certify(problem: Any, M: Any, tol: float = 1e-6, psd_tol: float = 1e-7, feas
     problem : Problem
         A convex problem (LMNN and its variants, MMC, POLA, or any problem a registered
         certifier accepts).
-    M : (d, d) array or Solution
-        The candidate metric. A Solution also supplies its extra variables (POLA's ``b``).
+    M : (d, d) array, Solution or fitted estimator
+        The candidate metric. A Solution also supplies its extra variables (POLA's ``b``); an estimator (any
+        object with ``get_mahalanobis_matrix()``: metricopt's, scikit-learn's NCA through ``L=est.components_``)
+        gives its metric.
+    L : (r, d) array, optional
+        A linear map instead of ``M`` (e.g. another tool's ``components_``, square or rectangular): certified as
+        :math:`M = L^\top L`, the conversion stated in the certificate's details. Give ``M`` or ``L``, not both.
     tol : float
         Relative gap under which the verdict is ``Verdict.OPTIMAL`` ("optimal within tol").
     psd_tol : float
@@ -189,6 +194,22 @@ def certify(problem: Any, M: Any, tol: float = 1e-6, psd_tol: float = 1e-7, feas
                              f"(its square overflows float64 in the objective). Pass {name}=None to have it chosen "
                              "optimally for M.")
         variables[name] = float(v.reshape(()))
+    d = problem.d
+    if L is not None:
+        if M is not None:
+            raise InputError("give the candidate as M (a d x d metric) or as L (a linear map, M = L^T L), not both.")
+        L = as_real_array(L, "L", f"a finite (r, {d}) array (a linear map x -> L x)")
+        if L.ndim != 2 or L.shape[1] != d or not np.all(np.isfinite(L)):
+            raise InputError(f"L must be a finite (r, {d}) array (a linear map x -> L x of the {d} features, e.g. "
+                             f"an estimator's components_); got shape {L.shape}"
+                             + ("" if np.all(np.isfinite(L)) else " with NaN or infinite entries") + ".")
+        converted = f"M = L^T L from L of shape {L.shape}"
+        M = L.T @ L
+    elif M is not None and not isinstance(M, Solution) and hasattr(M, "get_mahalanobis_matrix"):
+        converted = f"M = {type(M).__name__}.get_mahalanobis_matrix()"
+        M = M.get_mahalanobis_matrix()
+    else:
+        converted = None
     if isinstance(M, Solution):
         if M.M is None:
             raise InputError(f"the solution has no metric to certify (status '{M.status}': {M.message}).")
@@ -196,16 +217,18 @@ def certify(problem: Any, M: Any, tol: float = 1e-6, psd_tol: float = 1e-7, feas
         M = M.M
     shape = f"a finite ({problem.d}, {problem.d}) array"
     if M is None:
-        raise InputError(f"M must be {shape} or a metricopt.Solution; got None.")
+        raise InputError(f"M must be {shape} or a metricopt.Solution (or pass L=, a linear map: M = L^T L); got None.")
     M = as_real_array(M, "M", f"{shape} of numbers or a metricopt.Solution")
     if M.shape != (problem.d, problem.d):
-        raise InputError(f"M must be {shape}; got shape {M.shape}.")
+        hint = (f" A ({M.shape[0]}, {d}) array looks like a linear map L (e.g. an estimator's components_): pass "
+                f"L=... to certify M = L^T L." if M.ndim == 2 and M.shape[1] == d else "")
+        raise InputError(f"M must be {shape}; got shape {M.shape}.{hint}")
     if not np.all(np.isfinite(M)):
         n_bad = int(M.size - np.count_nonzero(np.isfinite(M)))
         raise InputError(f"M must be {shape}; got {n_bad} NaN or infinite entries. Pass the metric of a finished "
                          "solve (e.g. solution.M) or project a finite candidate with metricopt.linalg.project_psd.")
     M = symmetrize(M)
-    details = {}
+    details = {} if converted is None else {"candidate": converted}
     # entries of very different sizes (a metric that stretches one feature by 1e16): test and clip in the exact
     # power-of-two congruence with a unit diagonal, where rounding in the eigensolver does not swamp the small
     # entries; PSD-ness is the same in either basis
@@ -217,7 +240,9 @@ def certify(problem: Any, M: Any, tol: float = 1e-6, psd_tol: float = 1e-7, feas
     scale = max(1.0, float(np.abs(M).max()))
     if failed:
         where = "" if np.all(c == 1) else " (after scaling M to a unit diagonal by powers of two)"
-        return Certificate.infeasible(tol, problem.method, f"M is not PSD: smallest eigenvalue {lo:.3g}{where}")
+        hint = ("" if converted else "; if it is a linear map L (e.g. an estimator's components_), pass L=... to "
+                "certify M = L^T L, or project it with metricopt.linalg.project_psd")
+        return Certificate.infeasible(tol, problem.method, f"M is not PSD: smallest eigenvalue {lo:.3g}{where}{hint}")
     if problem.geometry.diagonal:
         off = float(np.abs(M - np.diag(np.diag(M))).max())
         if off > psd_tol * scale:
