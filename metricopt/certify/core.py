@@ -228,7 +228,7 @@ def certify(problem: Any, M: Any = None, tol: float = 1e-6, psd_tol: float = 1e-
         raise InputError(f"M must be {shape}; got {n_bad} NaN or infinite entries. Pass the metric of a finished "
                          "solve (e.g. solution.M) or project a finite candidate with metricopt.linalg.project_psd.")
     M = symmetrize(M)
-    details = {} if converted is None else {"candidate": converted}
+    details: dict[str, Any] = {} if converted is None else {"candidate": converted}
     # entries of very different sizes (a metric that stretches one feature by 1e16): test and clip in the exact
     # power-of-two congruence with a unit diagonal, where rounding in the eigensolver does not swamp the small
     # entries; PSD-ness is the same in either basis
