@@ -1,10 +1,21 @@
 """metricopt: Mahalanobis metric learning by convex optimization, with certificates.
 
-Importing metricopt has no side effects (JAX's global configuration is never changed).
+Importing metricopt has no side effects (JAX's global configuration is never changed) and is cheap: it
+loads neither JAX, CVXPY, scikit-learn nor SciPy. The public names are resolved lazily (PEP 562): the
+submodule that defines a name is imported the first time the name is read (``metricopt.LMNNProblem``,
+``from metricopt import solve``), and every submodule is reachable as an attribute (``metricopt.io``,
+``metricopt.datasets``). Only the exception classes and ``__version__`` are imported eagerly.
 """
 
-from . import errors, gerrymander, io, latent, linalg, local, protocols, terms
-from .certify import AgreementReport, Certificate, certify, check_agreement
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+from . import errors
+from ._version import __version__  # noqa: F401  (public)
 from .errors import (
     InputError,
     MetricoptError,
@@ -14,16 +25,18 @@ from .errors import (
     SolverError,
     UnknownOptionError,
 )
-from .estimators import (LDA, LMNN, MLCC, MMC, NCA, PCA, POLA, RCA, GerrymanderingKNN, KernelLMNN, LocalMetricKNN,
-                         MultiMetricLMNN, Whitening)
-from .knn import knn_error, knn_loo_predict, knn_predict, loo_knn_error
-from .multipass import MultiPassResult, multipass_lmnn
-from .problems import (GerrymanderingProblem, GerrymanderStepProblem, KernelLMNNProblem, LMNNProblem, MLCCProblem, MMCProblem, MultiMetricLMNNProblem, NCAProblem,
-                       POLAProblem, Problem)
-from .solution import Solution, Status
-from .solving import solve
 
-from ._version import __version__  # noqa: F401  (public)
+if TYPE_CHECKING:  # what the names below resolve to, for type checkers and IDEs (never run)
+    from . import gerrymander, io, latent, linalg, local, protocols, terms
+    from .certify import AgreementReport, Certificate, certify, check_agreement
+    from .estimators import (LDA, LMNN, MLCC, MMC, NCA, PCA, POLA, RCA, GerrymanderingKNN, KernelLMNN, LocalMetricKNN,
+                             MultiMetricLMNN, Whitening)
+    from .knn import knn_error, knn_loo_predict, knn_predict, loo_knn_error
+    from .multipass import MultiPassResult, multipass_lmnn
+    from .problems import (GerrymanderingProblem, GerrymanderStepProblem, KernelLMNNProblem, LMNNProblem, MLCCProblem,
+                           MMCProblem, MultiMetricLMNNProblem, NCAProblem, POLAProblem, Problem)
+    from .solution import Solution, Status
+    from .solving import solve
 
 __all__ = [
     "LMNN", "MMC", "POLA", "NCA", "GerrymanderingKNN", "LocalMetricKNN", "local", "GerrymanderingProblem", "GerrymanderStepProblem", "gerrymander",
@@ -32,3 +45,52 @@ __all__ = [
     "InputError", "MetricoptError", "NotCertifiableError", "NotConvexError", "ProblemTooLargeError", "SolverError",
     "UnknownOptionError", "errors", "io", "linalg", "terms", "protocols", "solve",
 ]
+
+#: each lazily resolved public object -> the submodule that defines it (public submodules, such as ``io`` or
+#: ``terms``, need no entry: any submodule is imported on first access, see :func:`__getattr__`)
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(["AgreementReport", "Certificate", "certify", "check_agreement"], "certify"),
+    **dict.fromkeys(["LDA", "LMNN", "MLCC", "MMC", "NCA", "PCA", "POLA", "RCA", "GerrymanderingKNN", "KernelLMNN",
+                     "LocalMetricKNN", "MultiMetricLMNN", "Whitening"], "estimators"),
+    **dict.fromkeys(["knn_error", "knn_loo_predict", "knn_predict", "loo_knn_error"], "knn"),
+    **dict.fromkeys(["MultiPassResult", "multipass_lmnn"], "multipass"),
+    **dict.fromkeys(["GerrymanderingProblem", "GerrymanderStepProblem", "KernelLMNNProblem", "LMNNProblem", "MLCCProblem",
+                     "MMCProblem", "MultiMetricLMNNProblem", "NCAProblem", "POLAProblem", "Problem"], "problems"),
+    **dict.fromkeys(["Solution", "Status"], "solution"),
+    "solve": "solving",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Resolve a public name (or a submodule) on first access, then cache it in the module's namespace."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    elif name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    else:
+        try:
+            value = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise  # the submodule exists but something it imports is missing
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Namespace(types.ModuleType):
+    """metricopt's module type: importing a submodule that shares its name with a public object defined in it
+    (``metricopt.certify``, which defines :func:`certify`) binds the object, not the submodule, as eager
+    ``from .certify import certify`` did, whichever import loads the submodule first."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and value.__name__ == f"{__name__}.{_LAZY.get(name)}":
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Namespace

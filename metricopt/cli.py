@@ -14,7 +14,12 @@ Subcommands
 ``metricopt info``
     Print a model file's metadata.
 ``metricopt demo``
-    LMNN (exact backend) on scikit-learn's wine data: certificate and 3-NN test errors.
+    LMNN, MMC or POLA on a scikit-learn data set (``--backend auto``: the exact program when
+    its size check accepts it, else JAX), bounded by ``--time-limit``, with a line per phase:
+    certificate and 3-NN test errors.
+
+Nothing heavy (NumPy, CVXPY, JAX, scikit-learn) is imported before the arguments are parsed:
+the command functions import what they use, so ``--help`` and ``--version`` are fast.
 
 The problems solved are those of :class:`metricopt.LMNNProblem` (Weinberger & Saul,
 JMLR 10:207-244, 2009, Eq. 14),
@@ -44,8 +49,6 @@ import sys
 import time
 import warnings
 
-import numpy as np
-
 DATASETS = ("wine", "iris", "breast_cancer", "digits")
 METHODS = ("lmnn", "mmc", "pola")
 #: methods of ``metricopt fit`` (NCA is non-convex: the JAX backend, reported stationary)
@@ -54,6 +57,8 @@ FIT_METHODS = METHODS + ("nca", "mlcc", "gerrymander", "local")
 BASELINES = ("pca", "whitening", "lda", "rca")
 FIT_METHODS += BASELINES
 BACKENDS = ("cvxpy", "jax")
+DATA_DIR_HELP = ("data folder of the file sets (holding uci/, faces/, digits/); default: $METRICOPT_DATA when set, "
+                 "else ../shared/data relative to the current directory, then relative to the metricopt repository")
 
 
 def _load(name):
@@ -95,36 +100,101 @@ def _check_plot_path(path):
         raise InputError(f"cannot write {path!r}: it is a folder; give a file name.")
 
 
+DEMO_TIME_LIMIT = 30.0
+
+
+def _demo_estimator(args, backend):
+    from . import LMNN, MMC, POLA
+
+    common = {"backend": backend, "verbose": args.verbose or not args.quiet}
+    if args.solver is not None:
+        common["solver"] = args.solver
+    if args.method == "lmnn":
+        return LMNN(k=args.k, mu=args.mu, **common)
+    return {"mmc": MMC, "pola": POLA}[args.method](**common)
+
+
 def demo(args):
-    """Run the demo: split, standardise, fit, certify, report kNN errors."""
+    """Run the demo: split, standardise, fit (exact or JAX backend, under a time limit), certify, report kNN
+    errors; a line when each phase starts and ends unless ``--quiet``."""
+    from ._deadline import Budget
+    from ._validation import check_real
+    from .errors import InputError, NotCertifiableError, ProblemTooLargeError
+
+    t_start = time.perf_counter()
+
+    def say(msg):
+        if not args.quiet:
+            print(f"[demo {time.perf_counter() - t_start:6.1f} s] {msg}", flush=True)
+
+    _check_seed(args.seed)
+    limit = check_real(args.time_limit, "time-limit", low=0.0, low_open=True)
+    if args.solver is not None and args.backend == "jax" and args.solver.upper() in ("SCS", "CLARABEL"):
+        raise InputError(f"--solver {args.solver} is a solver of the exact backend (cvxpy); with --backend jax "
+                         "use --solver fista or subgradient, or leave --solver out.")
+    say(f"data: loading {args.dataset} (scikit-learn), 70/30 stratified split, standardising ...")
     from sklearn.model_selection import train_test_split
     from sklearn.preprocessing import StandardScaler
 
-    from . import LMNN, MMC, POLA, knn_error
+    from . import certify, knn_error
+    from .estimators.base import fit_estimator
 
-    _check_seed(args.seed)
     X, y = _load(args.dataset)
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=args.seed, stratify=y)
     scaler = StandardScaler().fit(Xtr)
     Xtr, Xte = scaler.transform(Xtr), scaler.transform(Xte)
+    say("data: done")
     print(f"metricopt demo: {args.method.upper()} on {args.dataset} ({Xtr.shape[0]} train / {Xte.shape[0]} test "
-          f"points, {X.shape[1]} features, standardised), exact CVXPY backend")
-    est = {"lmnn": lambda: LMNN(k=args.k, mu=args.mu, solver=args.solver, verbose=args.verbose),
-           "mmc": lambda: MMC(solver=args.solver, verbose=args.verbose),
-           "pola": lambda: POLA(solver=args.solver, verbose=args.verbose)}[args.method]()
+          f"points, {X.shape[1]} features, standardised), backend {args.backend}, time limit {limit:g} s", flush=True)
+
+    def solve(backend, why):
+        left = limit - (time.perf_counter() - t0)
+        if left <= 0:
+            raise InputError(f"--time-limit {limit:g} s was used up before the {backend} solve could start; "
+                             "give a larger --time-limit.")
+        say(f"solve: backend {backend} ({why}), time limit {left:.0f} s ...")
+        est = _demo_estimator(args, backend)
+        with _progress(not args.quiet and not args.verbose), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # solver inaccuracy warnings: the status says it
+            fit_estimator(est, Xtr, ytr, time_limit=left)  # no metric at all: SolverError (exit status 1)
+        return est, backend
+
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # cvxpy's inaccuracy warnings: the status says it
-        est.fit(Xtr, ytr)
+    if args.backend == "auto":
+        try:
+            est, backend = solve("cvxpy", "auto: the exact conic program, if the problem's size checks accept it")
+        except ProblemTooLargeError as exc:
+            say(f"solve: the exact backend refused the problem: {' '.join(str(exc).split())}")
+            est, backend = solve("jax", "auto: the exact program is too large, first-order solver with a certified "
+                                        "gap instead")
+    else:
+        est, backend = solve(args.backend, "--backend")
     elapsed = time.perf_counter() - t0
     sol = est.solution_
-    print(f"solve: status {sol.status.code}, objective {sol.objective:.10g}, {elapsed:.2f} s, "
-          f"solver {sol.solver}, working-set rounds {sol.stats.get('rounds')}, "
-          f"working set {sol.stats.get('working_set_size')} triplets")
-    print(est.certificate_.report())
+    say(f"solve: done, status {sol.status.code}")
+    rounds = (f", working-set rounds {sol.stats.get('rounds')}, working set {sol.stats.get('working_set_size')} "
+              "triplets") if backend == "cvxpy" else ""
+    print(f"solve: status {sol.status.code}, objective {sol.objective:.10g}, {elapsed:.2f} s, backend {backend}, "
+          f"solver {sol.solver}, iterations {sol.stats.get('iterations')}{rounds}")
+    if not sol.status.is_optimal:
+        print(f"note: {sol.message}")
+    cert = sol.certificate
+    if cert is None:
+        say("certificate: computing the duality-gap certificate ...")
+        try:
+            with Budget.start(limit, t0).closing():  # its conic programs stay within the time limit
+                cert = certify(est.problem_, sol)
+            est.certificate_ = sol.certificate = cert
+        except NotCertifiableError as exc:
+            print(f"no certificate: {exc}")
+        say("certificate: done")
+    if cert is not None:
+        print(cert.report())
     k = 3
+    say(f"kNN: {k}-NN test errors, Euclidean and learned metric ...")
     e0 = knn_error(Xtr, ytr, Xte, yte, k)
     e1 = knn_error(Xtr, ytr, Xte, yte, k, L=est.components_)
+    say("kNN: done")
     print(f"{k}-NN test error: Euclidean {100 * e0:.2f}%  ->  learned metric {100 * e1:.2f}%")
     return 0 if sol.status.has_point else 1
 
@@ -177,6 +247,8 @@ def read_csv(path):
 
 def _labels(cells):
     """Parse a label column: integers, else floats, else strings."""
+    import numpy as np
+
     try:
         return np.array([int(c) for c in cells], dtype=np.int64)
     except ValueError:
@@ -188,6 +260,8 @@ def _labels(cells):
 
 
 def _features(rows, path):
+    import numpy as np
+
     from .errors import InputError
 
     try:
@@ -231,6 +305,9 @@ def _is_file_arg(data):
     return data.lower().endswith(".csv") or os.sep in data or os.path.isfile(data)
 
 
+_FILE_SETS = ("balance-scale", "letter-recognition", "orl", "olivetti", "yale-b", "usps", "mnist-5k")
+
+
 def load_data(data, data_dir=None, n_features=None):
     """``(X, y, name)`` for a data set name (:func:`metricopt.datasets.load`) or a CSV path."""
     from . import datasets
@@ -240,12 +317,18 @@ def load_data(data, data_dir=None, n_features=None):
         X, y = load_csv(data, n_features=n_features)
         return X, y, data
     try:
+        name = datasets._dataset_name(data)
+    except UnknownOptionError as exc:
+        raise UnknownOptionError(f"{exc} Or give the path of a .csv file (last column = label).") from None
+    if data_dir is None and name in _FILE_SETS:
+        data_dir = datasets.find_data_home()  # $METRICOPT_DATA, else ../shared/data (cwd, then repository)
+    try:
         X, y = datasets.load(data, data_home=data_dir)
     except UnknownOptionError as exc:
         raise UnknownOptionError(f"{exc} Or give the path of a .csv file (last column = label).") from None
     except datasets.DatasetError as exc:
         raise datasets.DatasetError(f"{exc} On the command line: --data-dir DIR.") from None
-    return X, y, datasets._dataset_name(data)
+    return X, y, name
 
 
 def _split(y, test_size, seed):
@@ -272,7 +355,7 @@ class _Progress(_io.TextIOBase):
         self.live = bool(getattr(out, "isatty", lambda: False)())
         self.buffer_ = ""
         self.pending = None
-        self.last = -np.inf
+        self.last = float("-inf")
         self.width = 0
 
     def writable(self):
@@ -332,6 +415,8 @@ def _progress(enabled):
 
 def _top2(Z):
     """Coordinates of ``Z`` on its two leading principal directions (zero-padded)."""
+    import numpy as np
+
     Zc = Z - Z.mean(axis=0)
     _, _, Vt = np.linalg.svd(Zc, full_matrices=False)
     P = Zc @ Vt[:2].T
@@ -343,6 +428,8 @@ def _top2(Z):
 def save_plot(path, X_test, y_test, L, solution, title):
     """Write a figure: the test data projected on its two leading principal directions
     before and after the learned map ``L``, plus the objective/gap history of a JAX solve."""
+    import numpy as np
+
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -544,6 +631,8 @@ def _predict_with(est, X, k, rule):
 
 def _as_label_dtype(y, pred, name):
     """The given labels in the model's label type (CSV labels are parsed as int, float or str)."""
+    import numpy as np
+
     from .errors import InputError
 
     if (y.dtype.kind in "US") == (pred.dtype.kind in "US"):
@@ -557,6 +646,8 @@ def _as_label_dtype(y, pred, name):
 
 def predict(args):
     """``metricopt predict``: classify data with a saved model; report the error if labelled."""
+    import numpy as np
+
     from .errors import InputError
     from .io import atomic_write, load_model
 
@@ -671,16 +762,40 @@ def info(args):
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="metricopt", description="Mahalanobis metric learning with certificates.")
-    sub = p.add_subparsers(dest="command", required=True)
-    d = sub.add_parser("demo", help="learn a metric on a built-in data set, certify it, report kNN errors")
-    d.add_argument("--dataset", choices=DATASETS, default="wine")
-    d.add_argument("--method", choices=METHODS, default="lmnn")
-    d.add_argument("--solver", choices=("SCS", "CLARABEL"), default=None)
+    from ._version import __version__
+
+    p = argparse.ArgumentParser(prog="metricopt", description="Mahalanobis metric learning with certificates.",
+                                epilog="`metricopt COMMAND --help` lists the options of a command.")
+    p.add_argument("--version", action="version", version=f"metricopt {__version__}",
+                   help="print the version of metricopt and exit")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    d = sub.add_parser("demo", help="learn a metric on a built-in data set, certify it, report kNN errors",
+                       description="Learn a metric on a scikit-learn data set (70/30 stratified split, standardised "
+                                   "with the training statistics), certify it with the duality-gap certificate and "
+                                   "print the 3-NN test error before and after. A line is printed when each phase "
+                                   "starts and ends (data, solve, certificate, kNN); every solve is bounded by "
+                                   "--time-limit, so the demo always finishes.")
+    d.add_argument("--dataset", choices=DATASETS, default="wine",
+                   help="scikit-learn data set: wine (178 x 13, default), iris (150 x 4), breast_cancer (569 x 30) "
+                        "or digits (1797 x 64)")
+    d.add_argument("--method", choices=METHODS, default="lmnn",
+                   help="lmnn (Weinberger & Saul 2009, default), mmc (Xing et al. 2002) or pola (Shalev-Shwartz et "
+                        "al. 2004, batch form)")
+    d.add_argument("--backend", choices=("auto",) + BACKENDS, default="auto",
+                   help="auto (default): the exact conic program (cvxpy) when the problem's size checks accept it, "
+                        "else the first-order JAX solver stopped at a certified gap; cvxpy or jax: that backend")
+    d.add_argument("--solver", default=None,
+                   help="solver of the backend: SCS or CLARABEL (cvxpy), fista or subgradient (jax); default: the "
+                        "problem's own choice")
+    d.add_argument("--time-limit", type=float, default=DEMO_TIME_LIMIT,
+                   help=f"seconds for the solve and its certificate (default {DEMO_TIME_LIMIT:g}); a solve cut "
+                        "short reports status time_limit and the point it reached")
     d.add_argument("--k", type=int, default=3, help="LMNN target neighbours (default 3)")
     d.add_argument("--mu", type=float, default=0.5, help="LMNN push weight (default 0.5)")
     d.add_argument("--seed", type=int, default=0, help="seed of the 70/30 split (default 0)")
-    d.add_argument("--verbose", action="store_true")
+    d.add_argument("--quiet", action="store_true", help="no progress lines, only the results")
+    d.add_argument("--verbose", action="store_true",
+                   help="show the solvers' own logs (SCS, Clarabel, CVXPY) instead of the progress lines")
     d.set_defaults(func=demo)
 
     data_help = ("a data set name (iris, wine, breast_cancer, digits, or a file set of the data folder: "
@@ -696,7 +811,7 @@ def build_parser():
                         "steps), local (local distance functions, Ramanan & Baker 2011: --how/--where/--when) "
                         "or a closed-form baseline: pca, whitening, lda, rca")
     f.add_argument("--data", required=True, help=data_help)
-    f.add_argument("--data-dir", default=None, help="data folder of the file sets (default $METRICOPT_DATA)")
+    f.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
     f.add_argument("--how", choices=("lmnn", "lda", "hybrid"), default=None,
                    help="local: how the metrics are learned (default lmnn)")
     f.add_argument("--where", choices=("global", "class", "exemplar", "test"), default=None,
@@ -736,7 +851,7 @@ def build_parser():
     r = sub.add_parser("predict", help="classify data with a saved model")
     r.add_argument("--model", required=True, help="model file written by `metricopt fit`")
     r.add_argument("--data", required=True, help=data_help + "; a CSV may also omit the label column")
-    r.add_argument("--data-dir", default=None, help="data folder of the file sets (default $METRICOPT_DATA)")
+    r.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
     r.add_argument("--split", choices=("all", "test", "train"), default="all",
                    help="test/train: the held-out/training part of the split made by `fit` (same data set only)")
     r.add_argument("--rule", choices=("knn", "energy"), default="knn", help="kNN rule, or LMNN's energy rule")
@@ -744,7 +859,7 @@ def build_parser():
     r.set_defaults(func=predict)
 
     i = sub.add_parser("info", help="print a model file's metadata")
-    i.add_argument("--model", required=True)
+    i.add_argument("--model", required=True, help="model file written by `metricopt fit`")
     i.add_argument("--json", action="store_true", help="print the raw JSON metadata")
     i.set_defaults(func=info)
     return p

@@ -51,6 +51,8 @@ __all__ = [
     "IMAGE_SHAPES",
     "DatasetError",
     "data_home",
+    "data_home_candidates",
+    "find_data_home",
     "load",
     "load_iris",
     "load_wine",
@@ -177,6 +179,52 @@ def data_home(data_home=None):
             f"{_how_to_get_data()}"
         )
     return path
+
+
+def data_home_candidates(cwd=None):
+    """The places the command line (``metricopt fit/predict --data NAME``) looks for the data folder, in order,
+    when ``--data-dir`` is not given: ``$METRICOPT_DATA`` (when set, the only place), else ``../shared/data``
+    relative to the current directory, then relative to the repository holding this package.
+
+    Returns
+    -------
+    list of (str, pathlib.Path)
+        ``(where it comes from, folder)`` pairs.
+    """
+    raw = os.environ.get(DATA_ENV, "")
+    if raw:
+        return [(f"${DATA_ENV}", pathlib.Path(raw).expanduser())]
+    cwd = pathlib.Path(os.getcwd() if cwd is None else cwd)
+    repo = pathlib.Path(__file__).resolve().parents[1]
+    out = [("../shared/data from the current directory", cwd / ".." / "shared" / "data"),
+           ("../shared/data from the repository", repo / ".." / "shared" / "data")]
+    seen, unique = set(), []
+    for where, path in out:
+        key = os.path.normpath(os.path.abspath(path))
+        if key not in seen:
+            seen.add(key)
+            unique.append((where, pathlib.Path(key)))
+    return unique
+
+
+def find_data_home(cwd=None):
+    """The first folder of :func:`data_home_candidates` that exists.
+
+    Raises
+    ------
+    DatasetError
+        When none exists; the message lists every place looked at and how to point at the folder.
+    """
+    places = data_home_candidates(cwd)
+    for _, path in places:
+        if path.is_dir():
+            return path
+    looked = "; ".join(f"{str(path)!r} ({where})" for where, path in places)
+    raise DatasetError(
+        f"data folder not found; looked in: {looked}. Point at the folder holding uci/, faces/ and digits/ "
+        f"(and SHA256SUMS), e.g. the project's shared/data folder, with --data-dir DIR or the environment "
+        f"variable {DATA_ENV}."
+    )
 
 
 # --------------------------------------------------------------------------- verification

@@ -12,7 +12,7 @@ Layering (each layer imports only the ones below it)::
 
 The problem layer offers ``problem.solve``, ``problem.certify`` and ``problem.to_cvxpy`` as aliases
 without importing anything above it: this module registers them
-(:func:`metricopt.problems.base.register_action`) when :mod:`metricopt` is imported.
+(:func:`metricopt.problems.base.register_action`) when it is imported (on first use of one of them: :mod:`metricopt` is imported lazily).
 """
 
 from __future__ import annotations

@@ -280,3 +280,115 @@ def test_fit_gerrymander_with_certified_cccp_steps(tmp_path, capsys):
     assert main(["fit", "--method", "gerrymander", "--backend", "jax", "--data", "iris",
                  "--out", str(tmp_path / "x.npz")]) == 2
     assert "--method gerrymander has its own solvers" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- demo options, --help, data folder
+
+
+def test_demo_fast_with_time_limit_and_progress(capsys):
+    """A small --time-limit bounds the solve; the phases are announced; --quiet drops those lines."""
+    assert main(["demo", "--dataset", "iris", "--method", "lmnn", "--time-limit", "5"]) == 0
+    out = capsys.readouterr().out
+    for phase in ("data: loading iris", "solve: backend cvxpy (auto:", "solve: done", "kNN: done"):
+        assert phase in out, out
+    assert "time limit 5 s" in out and "backend auto" in out
+    _parse_errors(out)
+    assert main(["demo", "--dataset", "iris", "--method", "pola", "--time-limit", "5", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "[demo" not in out and "[metricopt" not in out
+    assert "POLA on iris" in out and "certificate:" in out
+
+
+def test_demo_jax_backend(capsys):
+    assert main(["demo", "--dataset", "iris", "--method", "mmc", "--backend", "jax", "--time-limit", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "solve: backend jax (--backend)" in out
+    assert re.search(r"solve: status \w+, .*backend jax", out), out
+    _parse_errors(out)
+
+
+def test_demo_auto_switches_to_jax_when_the_exact_program_is_too_large(monkeypatch, capsys):
+    from metricopt.backends import cvxpy_backend
+
+    monkeypatch.setattr(cvxpy_backend, "MAX_DIM", 2)  # iris has 4 features: the size check refuses it
+    assert main(["demo", "--dataset", "iris", "--method", "pola", "--time-limit", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "the exact backend refused the problem" in out and "too large" in out
+    assert "solve: backend jax (auto:" in out
+
+
+def test_demo_option_errors(capsys):
+    assert main(["demo", "--dataset", "iris", "--time-limit", "0"]) == 2
+    assert "time-limit" in _one_line_error(capsys.readouterr().err)
+    assert main(["demo", "--dataset", "iris", "--backend", "jax", "--solver", "SCS"]) == 2
+    assert "exact backend" in _one_line_error(capsys.readouterr().err)
+
+
+def _cli(*argv):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "metricopt", *argv], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env=env)
+
+
+def test_help_and_version_in_a_fresh_process():
+    res = _cli("--version")
+    assert res.returncode == 0 and res.stdout.strip() == f"metricopt {metricopt.__version__}", res
+    res = _cli("--help")
+    assert res.returncode == 0, res.stderr
+    for word in ("--version", "demo", "fit", "predict", "info"):
+        assert word in res.stdout
+    res = _cli("demo", "--help")
+    assert res.returncode == 0, res.stderr
+    for opt in ("--dataset", "--method", "--backend", "--solver", "--time-limit", "--quiet", "--verbose"):
+        assert opt in res.stdout
+
+
+def test_help_does_not_import_heavy_modules():
+    code = ("import sys\nfrom metricopt.cli import build_parser\n"
+            "try:\n    build_parser().parse_args(['demo', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('cvxpy', 'jax', 'sklearn', 'scipy') if m in sys.modules))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_every_option_has_help():
+    import argparse
+
+    from metricopt.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, p in sub.choices.items():
+        for action in p._actions:
+            assert action.help, f"metricopt {name} {action.option_strings}: no help text"
+
+
+def test_data_folder_not_found_lists_every_place(tmp_path, monkeypatch, capsys):
+    from metricopt import datasets
+
+    monkeypatch.delenv(datasets.DATA_ENV, raising=False)
+    work = tmp_path / "a" / "b"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    monkeypatch.setattr(datasets, "__file__", str(tmp_path / "repo" / "metricopt" / "datasets.py"))
+    code, _, err = _run(["fit", "--data", "balance-scale", "--out", str(tmp_path / "m.npz")], capsys)
+    assert code == 2
+    err = _one_line_error(err)
+    assert str(tmp_path / "a" / "shared" / "data") in err and "current directory" in err
+    assert str(tmp_path / "shared" / "data") in err and "repository" in err  # beside the repository tmp_path/repo
+    assert "--data-dir" in err and datasets.DATA_ENV in err
+    monkeypatch.setenv(datasets.DATA_ENV, str(tmp_path / "nowhere"))
+    code, _, err = _run(["fit", "--data", "balance-scale", "--out", str(tmp_path / "m.npz")], capsys)
+    assert code == 2 and str(tmp_path / "nowhere") in _one_line_error(err)
+
+
+def test_data_folder_found_beside_the_current_directory(tmp_path, monkeypatch):
+    from metricopt import datasets
+
+    monkeypatch.delenv(datasets.DATA_ENV, raising=False)
+    (tmp_path / "shared" / "data").mkdir(parents=True)
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    assert datasets.find_data_home() == tmp_path / "shared" / "data"

@@ -178,14 +178,16 @@ def test_errors_are_clear():
     y1 = y.copy()
     y1[0] = 7
     with pytest.raises(InputError, match=re.escape(
-            "NCA needs at least two points in every class (a point alone in its class has no neighbour that could "
-            "classify it correctly); these classes have one: 7. Drop them or add points.")):
-        mo.NCAProblem(X, y1)
+            "NCA with objective='g' needs at least two points in every class (a point alone in its class has no "
+            "neighbour that could classify it correctly: log p_i = -inf); these classes have one: 7. Drop them, add "
+            "points or use objective='f'.")):
+        mo.NCAProblem(X, y1, objective="g")
     with pytest.raises(InputError, match=re.escape(
             "a diagonal A is d x d: n_components must be None or d=4 with diagonal=True; got 2.")):
         mo.NCAProblem(X, y, n_components=2, diagonal=True)
     with pytest.raises(InputError, match=re.escape(
-            "init must be 'pca', 'identity', 'random' or an array of shape (2, 4); got an array of shape (3, 4).")):
+            "init must be 'auto', 'pca', 'lda', 'identity', 'random' or an array of shape (2, 4); got an array of "
+            "shape (3, 4).")):
         mo.NCA(n_components=2, init=np.ones((3, 4))).fit(X, y)
     with pytest.raises(mo.UnknownOptionError, match="objective"):
         mo.NCA(objective="h").fit(X, y)

@@ -141,7 +141,7 @@ case("LMNN-jax-unknown-solver", lambda: mo.LMNN(backend="jax", solver="nope").fi
 case("NCA-unknown-objective", lambda: mo.NCA(objective="h").fit(XB, YB), UnknownOptionError,
      "unknown objective 'h'; choose one of: 'f', 'g'.")
 case("NCA-unknown-init", lambda: mo.NCA(init="zzz").fit(XB, YB), UnknownOptionError,
-     "unknown init 'zzz'; choose one of: 'pca', 'identity', 'random'.")
+     "unknown init 'zzz'; choose one of: 'auto', 'pca', 'lda', 'identity', 'random'.")
 case("NCA-n_components-too-large", lambda: mo.NCA(n_components=9).fit(XB, YB), InputError,
      "n_components must be between 1 and the number of features d=3; got 9.")
 case("LMNN.predict-unknown-rule", lambda: mo.LMNN(k=2).fit(X0, Y0).predict(X0, rule="vote"), UnknownOptionError,
@@ -196,7 +196,7 @@ case("certify-inf-M", lambda: mo.certify(_pola0(), np.diag([1.0, np.inf])), Inpu
 case("certify-string-M", lambda: mo.certify(_lmnn0(), "identity"), InputError,
      "M must be a finite (2, 2) array of numbers or a metricopt.Solution; got str")
 case("certify-None-M", lambda: mo.certify(_lmnn0(), None), InputError,
-     "M must be a finite (2, 2) array or a metricopt.Solution; got None.")
+     "M must be a finite (2, 2) array or a metricopt.Solution (or pass L=, a linear map: M = L^T L); got None.")
 case("certify-1d-M", lambda: mo.certify(_lmnn0(), np.ones(2)), InputError,
      "M must be a finite (2, 2) array; got shape (2,).")
 case("certify-unknown-keyword", lambda: mo.certify(_lmnn0(), np.eye(2), tolerance=1e-3), UnknownOptionError,

@@ -27,7 +27,7 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._validation import check_n_features, check_X, check_y
@@ -369,16 +369,23 @@ def _check_state_shapes(fit: FitResult, linear_map: bool) -> None:
                               "damaged. Fit and save the model again.")
 
 
-class MetricLearner(ProblemFitMixin, TransformerMixin, BaseEstimator):
+class MetricLearner(ProblemFitMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Base class: a supervised Mahalanobis metric learner, a linear map ``x -> L x``.
 
     Subclasses declare ``_parameter_constraints`` and implement ``_make_problem(X, y)``;
     ``fit`` (:func:`fit_estimator`) builds the declarative problem, solves it with the chosen
     backend, keeps the :class:`~metricopt.Solution` (``solution_``) and its certificate
     (``certificate_``), and exposes ``components_`` (``L``, with ``M = L^T L``).
+    ``get_feature_names_out()`` names the ``transform`` columns as scikit-learn's transformers do: the
+    lower-case class name and the column number (``nca0``, ``nca1``, ...; one per row of ``components_``).
     """
 
     _linear_map = True
+
+    @property
+    def _n_features_out(self) -> int:
+        """Columns of ``transform``'s output (scikit-learn's ``get_feature_names_out`` reads it)."""
+        return int(self.components_.shape[0])
 
     def _model_state(self) -> ModelState:
         state = super()._model_state()

@@ -15,6 +15,7 @@ extra scalar variables, e.g. POLA's threshold ``b``)::
 from __future__ import annotations
 
 import copy
+import importlib
 from typing import Any, Callable
 
 import numpy as np
@@ -24,9 +25,9 @@ from ..errors import InputError
 from ..linalg import factor, pair_rows, psd_defect, symmetrize
 from ..protocols import Geometry, GeometryKind
 
-#: actions of the layers above (``solve``, ``certify``, ``to_cvxpy``), registered by them when
-#: :mod:`metricopt` is imported, so that ``problem.solve(...)`` works while this layer imports
-#: no backend (see :func:`register_action`)
+#: actions of the layers above (``solve``, ``certify``, ``to_cvxpy``), registered by :mod:`metricopt.solving`
+#: when it is imported, so that ``problem.solve(...)`` works while this layer imports no backend
+#: (see :func:`register_action`)
 _ACTIONS: dict[str, Callable[..., Any]] = {}
 
 
@@ -37,7 +38,9 @@ def register_action(name: str, function: Callable[..., Any]) -> None:
 
 
 def _action(name):
-    return _ACTIONS[name]  # registered when metricopt (hence metricopt.solving) is imported
+    if name not in _ACTIONS:  # ``import metricopt`` is lazy: load the layer that registers the actions on first use
+        importlib.import_module("metricopt.solving")
+    return _ACTIONS[name]
 
 
 class Constraint:

@@ -47,7 +47,10 @@ def _numpy_blocks(Z, codes, objective):
         logp = logits - logsumexp(logits, axis=1, keepdims=True)
         same = codes[idx, None] == codes[None, :]
         same[np.arange(idx.size), idx] = False
-        logpc = logsumexp(np.where(same, logp, -np.inf), axis=1)
+        # a point alone in its class has no same-class neighbour: p_i = 0 (log p_i = -inf)
+        logpc = np.full(idx.size, -np.inf)
+        has = same.any(axis=1)
+        logpc[has] = logsumexp(np.where(same[has], logp[has], -np.inf), axis=1)
         p_correct[idx] = np.exp(logpc)
         total += float(np.sum(logpc)) if objective == "g" else float(np.sum(p_correct[idx]))
     return total, p_correct
@@ -96,8 +99,11 @@ class NeighbourhoodComponents(Term):
         def per_row(idx, logits):
             logp = logits - logsumexp(logits, axis=1, keepdims=True)
             same = (codes[idx, None] == codes[None, :]) & jnp.isfinite(logits)
-            logpc = logsumexp(jnp.where(same, logp, -jnp.inf), axis=1)
-            return jnp.where(take_log, logpc, jnp.exp(logpc))
+            # rows without a same-class neighbour (a class of one point) contribute p_i = 0; the inner
+            # ``where`` keeps their logsumexp (and so the gradient) finite
+            has = jnp.any(same, axis=1)
+            logpc = logsumexp(jnp.where(same | ~has[:, None], logp, -jnp.inf), axis=1)
+            return jnp.where(has, jnp.where(take_log, logpc, jnp.exp(logpc)), 0.0)
 
         return data["sign"] * jax_blocked_sum(data, V, per_row)
 
@@ -133,7 +139,9 @@ class NCAProblem(Problem):
     Parameters
     ----------
     X : (n, d) array_like
-    y : (n,) array_like of class labels (at least two classes, two points in every class)
+    y : (n,) array_like of class labels (at least two classes). A class of one point is allowed with
+        ``objective="f"`` (as scikit-learn's NCA): that point has no same-class neighbour, ``p_i = 0``
+        whatever ``A``; ``"g"`` needs two points in every class (``log p_i`` would be ``-inf``).
     n_components : int, optional
         Rows ``r`` of ``A`` (``1 <= r <= d``); default ``d``.
     objective : {"f", "g"}, default "f"
@@ -155,11 +163,11 @@ class NCAProblem(Problem):
         super().__init__(X)
         self.y = check_y(y, self.n)
         classes, counts = check_classes(self.y, method="NCA")
-        if np.any(counts < 2):
+        if check_choice(objective, "objective", OBJECTIVES) == "g" and np.any(counts < 2):
             alone = ", ".join(repr(c.item() if hasattr(c, "item") else c) for c in classes[counts < 2])
-            raise InputError(f"NCA needs at least two points in every class (a point alone in its class has no "
-                             f"neighbour that could classify it correctly); these classes have one: {alone}. "
-                             "Drop them or add points.")
+            raise InputError(f"NCA with objective='g' needs at least two points in every class (a point alone in "
+                             f"its class has no neighbour that could classify it correctly: log p_i = -inf); these "
+                             f"classes have one: {alone}. Drop them, add points or use objective='f'.")
         self.classes = classes
         self.codes = np.searchsorted(classes, self.y)
         if not isinstance(diagonal, (bool, np.bool_)):
