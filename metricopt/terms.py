@@ -3,7 +3,9 @@
 from .problems.mlcc import LogPartition
 from .problems.nca import NeighbourhoodComponents
 from .problems.regularizers import FrobeniusNorm, OffDiagonalL1, RowL21, TraceBall
-from .problems.terms import TERMS, Frobenius, HalfSquare, Linear, PairHinge, SqrtDistances, Term, Trace, TripletHinge
+from .problems.terms import (TERMS, Frobenius, HalfSquare, Linear, PairHinge, SqrtDistances, Term, Trace, TripletHinge,
+                             TripletLoss)
 
 __all__ = ["TERMS", "Term", "Linear", "Trace", "Frobenius", "HalfSquare", "TripletHinge", "SqrtDistances", "PairHinge",
-           "NeighbourhoodComponents", "LogPartition", "OffDiagonalL1", "TraceBall", "FrobeniusNorm", "RowL21"]
+           "NeighbourhoodComponents", "LogPartition", "OffDiagonalL1", "TraceBall", "FrobeniusNorm", "RowL21",
+           "TripletLoss"]

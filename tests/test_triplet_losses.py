@@ -378,3 +378,11 @@ def test_custom_losses_subclass_scalar_loss():
     term = TripletLoss(Cubic(), 0.5)
     assert type(term).loss_type is Cubic and term.dual_piece(None).loss == "triplet_loss"
     assert type(TripletLoss(Cubic(), 0.2)) is type(term)  # one class per loss class (one JAX compilation)
+
+
+def test_the_triplet_loss_term_is_public():
+    from metricopt.problems.terms import TripletLoss as Defined
+
+    assert mo.terms.TripletLoss is Defined and "TripletLoss" in mo.terms.__all__
+    term = mo.terms.TripletLoss(SquaredHinge(), 0.5)
+    assert term.loss == SquaredHinge() and term.dual_piece(None).loss == "triplet_loss"
