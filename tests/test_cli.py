@@ -317,6 +317,25 @@ def test_demo_auto_switches_to_jax_when_the_exact_program_is_too_large(monkeypat
     assert "solve: backend jax (auto:" in out
 
 
+def test_demo_auto_takes_jax_above_the_entry_limit_without_trying_the_exact_backend(monkeypatch, capsys):
+    """The size rule of ``--backend auto``: iris MMC's exact program has 3,675 pairs x 16 entries of vec(M); with
+    the limit below that the first-order solver runs at once, with the count in the progress line."""
+    from metricopt import cli
+    from metricopt.backends import cvxpy_backend
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the exact backend was built although the rule chose JAX")
+
+    monkeypatch.setattr(cli, "DEMO_EXACT_ENTRIES", 3_675 * 16 - 1)
+    monkeypatch.setattr(cvxpy_backend, "build_program", refuse)
+    assert main(["demo", "--dataset", "iris", "--method", "mmc", "--time-limit", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "solve: backend jax (auto: the exact program would have 58,800 constraint entries, more than 58,799" in out
+    monkeypatch.undo()
+    assert main(["demo", "--dataset", "iris", "--method", "mmc", "--time-limit", "20"]) == 0
+    assert "solve: backend cvxpy (auto: the exact conic program, 58,800 constraint entries)" in capsys.readouterr().out
+
+
 def test_demo_option_errors(capsys):
     assert main(["demo", "--dataset", "iris", "--time-limit", "0"]) == 2
     assert "time-limit" in _one_line_error(capsys.readouterr().err)

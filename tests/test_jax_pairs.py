@@ -26,6 +26,7 @@ from metricopt.problems.terms import Frobenius, HalfSquare, PairHinge, SqrtDista
 from metricopt.solution import Status  # noqa: E402
 
 mj = importlib.import_module("metricopt.backends.jax")
+terms_module = importlib.import_module("metricopt.problems.terms")
 from metricopt.backends.jax.geometry import Geometry, Setup  # noqa: E402
 from metricopt.backends.jax.loop import Objective  # noqa: E402
 from metricopt.backends.jax.solvers import OnlinePOLA  # noqa: E402
@@ -151,11 +152,23 @@ def pola_small():
     return metricopt.POLAProblem(X, y, C=0.7)
 
 
+@pytest.fixture(params=["gram", "differences"])
+def pair_form(request, monkeypatch):
+    """Both forms of the pair terms' JAX data (points and indices with ``K = X M X^T``, or the differences)."""
+    monkeypatch.setattr(terms_module, "PAIR_FORM", request.param)
+    return request.param
+
+
+def _check_form(data, form):
+    assert ("D" in data) == (form == "differences") and ("X" in data) == (form == "gram")
+
+
 @pytest.mark.parametrize("smoothing", [0.0, 0.4])
 @pytest.mark.parametrize("diagonal", [False, True])
-def test_sqrt_distances_gradient_matches_brute_force_and_autodiff(mmc_small, smoothing, diagonal):
+def test_sqrt_distances_gradient_matches_brute_force_and_autodiff(mmc_small, smoothing, diagonal, pair_form):
     problem = mmc_small
     term = next(t for t in problem.terms if isinstance(t, SqrtDistances))
+    _check_form(term.jax_data(problem), pair_form)
     M = _random_psd(problem.d, 1, scale=0.05)
     if diagonal:
         M = np.diag(np.diag(M))
@@ -199,9 +212,10 @@ def test_sqrt_distances_gradient_matches_brute_force_and_autodiff(mmc_small, smo
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.5])
-def test_pair_hinge_gradient_matches_brute_force_and_autodiff(pola_small, smoothing):
+def test_pair_hinge_gradient_matches_brute_force_and_autodiff(pola_small, smoothing, pair_form):
     problem = pola_small
     term = next(t for t in problem.terms if isinstance(t, PairHinge))
+    _check_form(term.jax_data(problem), pair_form)
     M = _random_psd(problem.d, 2, scale=0.3)
     b = 2.3
     X, C = problem.X, term.C
@@ -427,7 +441,7 @@ def _online_step(X, pairs, labels, M0, b0):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_online_step_on_a_violated_dissimilar_pair_lands_on_the_margin(seed):
+def test_online_step_on_a_violated_dissimilar_pair_lands_on_the_margin(seed, pair_form):
     rng = np.random.default_rng(seed)
     d = 4
     X = rng.normal(size=(2, d))

@@ -205,3 +205,52 @@ def test_near_collinear_data_refused_before_is_bounded_and_solved_on_both_backen
         assert sol.M is not None
         assert abs(sol.objective - ref.objective) <= 1e-4 * abs(ref.objective), (sol.backend, sol.objective)
         assert sol.certificate.lower <= ref.objective
+
+
+@pytest.mark.parametrize("kind", ["plain", "duplicated"])
+def test_the_floored_bounds_from_running_sums_match_the_direct_ones(kind):
+    """``_BudgetMax.floored`` forms the scatter at each floor from two running sums over the pairs sorted by their
+    distance; its bounds equal the direct ones (one scatter per floor) to rounding, and stay upper bounds of the
+    exact generalised eigenvalue (checked in float64 against a solve of the same pencil by scipy)."""
+    import scipy.linalg
+
+    from metricopt.certify.pairs import _BudgetMax
+
+    X = X0 if kind == "plain" else _data("duplicated")
+    p = mo.MMCProblem(X, Y)
+    pairs = next(t for t in p.terms if type(t).__name__ == "SqrtDistances").pairs
+    S = p.geometry.budget
+    bmax = _BudgetMax(p.X, pairs, S, None, 1.0, False, {})
+    rng = np.random.default_rng(3)
+    c0 = rng.uniform(0.0, 2.0, len(pairs)) ** 3  # some pairs far below the lowest floors
+    floors = 8.0 * np.r_[1e-8, np.logspace(-6, 0, 25)]
+    got = list(bmax.floored(c0, floors))
+    assert len(got) == floors.size
+    D = p.X[pairs[:, 0]] - p.X[pairs[:, 1]]
+    free = bmax.free
+    for (c, lam), floor in zip(got, floors):
+        np.testing.assert_array_equal(c, np.maximum(c0, floor))
+        direct = bmax(0.5 / c)
+        assert lam == pytest.approx(direct, rel=1e-12)
+        G = ((D * (0.5 / c)[:, None]).T @ D)[np.ix_(free, free)]
+        exact = max(0.0, float(scipy.linalg.eigh(G, S[np.ix_(free, free)], eigvals_only=True)[-1]))
+        assert lam >= exact
+
+
+def test_a_second_certificate_reuses_the_bound_only_for_identical_inputs():
+    """The bound's set-up is cached per problem: the same certificate twice; a problem whose data changed in place
+    gets a new set-up (its bound then differs), never the stale one."""
+    from metricopt.certify import pairs as cp_pairs
+
+    p = mo.MMCProblem(_data("constant"), Y)  # its own problem: the data is changed below
+    sol = p.solve(backend="cvxpy")
+    first = mo.certify(p, sol.M)
+    key, bmax, _ = cp_pairs._BUDGET_CACHE[p]
+    again = mo.certify(p, sol.M)
+    assert cp_pairs._BUDGET_CACHE[p][1] is bmax
+    assert (again.lower, again.upper) == (first.lower, first.upper)
+    assert again.details == first.details
+    p.X[0, 0] += 0.5  # the data changed under the same problem object
+    cp_pairs._budget_max(p, next(t for t in p.terms if type(t).__name__ == "SqrtDistances").pairs,
+                         p.geometry.budget, None, 1.0, False, {})
+    assert cp_pairs._BUDGET_CACHE[p][0] != key and cp_pairs._BUDGET_CACHE[p][1] is not bmax

@@ -143,10 +143,21 @@ def _variables(problem):
     return V
 
 
-def _check_size(problem, ws_sizes):
+def program_size(problem, ws_sizes=None):
+    """``(rows, width)`` of the exact program's constraint matrix: one row per triplet or pair constraint (with
+    ``ws_sizes``, the working sets' sizes; without, every triplet of each working-set term) and ``width`` entries
+    of ``vec(M)`` per row (``d^2``; ``d`` for a diagonal metric). ``rows * width`` is what :data:`MAX_ENTRIES`
+    limits."""
+    if ws_sizes is None:
+        ws_sizes = [len(t.all_triplets(problem)) for t in problem.terms if t.uses_working_set]
     width = problem.d if problem.geometry.diagonal else problem.d**2
     rows = sum(ws_sizes) + sum(len(t.pairs) for t in problem.terms if isinstance(t, HasPairs))
     rows += sum(len(c.pairs) for c in problem.constraints if isinstance(c, HasPairs))
+    return rows, width
+
+
+def _check_size(problem, ws_sizes):
+    rows, width = program_size(problem, ws_sizes)
     entries = rows * width
     if problem.d > MAX_DIM or entries > MAX_ENTRIES:
         raise ProblemTooLargeError(

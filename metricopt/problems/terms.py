@@ -56,6 +56,62 @@ def _weighted_scatter(D, w):
     return (D * w[:, None]).T @ D
 
 
+#: largest ``n`` for which the JAX pieces of pair terms use the ``n x n`` Gram form (8 n^2 bytes: 800 MB at
+#: 10,000 points)
+PAIR_GRAM_MAX_N = 10_000
+#: ``"auto"`` (by flop count, below), ``"gram"`` or ``"differences"``: the form of the pair terms' JAX data
+PAIR_FORM = "auto"
+
+
+def _pair_jax_data(problem, pairs):
+    """The JAX pieces' data for pair terms, in the cheaper of two forms (chosen once, by flop count).
+
+    * differences ``{"D": x_a - x_b}`` (``T x d``): distances ``diag(D M D^T)`` and the gradient's scatter
+      ``D^T diag(w) D`` cost ``~4 T d^2`` flops;
+    * Gram ``{"X", "a", "b"}``: ``K = X M X^T`` (``2 n^2 d + 2 n d^2`` flops), ``d_t = K_aa + K_bb - 2 K_ab``,
+      and the scatter as the weighted graph Laplacian ``X^T (Diag(W 1) - W) X`` of ``W = sum_t w_t
+      (e_a e_b^T + e_b e_a^T)`` (``4 n^2 d + 2 n d^2`` flops). With every pair of a data set (MMC, POLA:
+      ``T ~ n^2 / 2``) this is about ``d / 3`` times cheaper: 12 ms against 730 ms per evaluation on digits
+      (1,257 x 64, 789,000 pairs, 2 cores).
+
+    Both are exact algebra; the Gram form rounds ``d_t`` with an absolute error of order ``eps K_aa`` instead
+    of ``eps d_t`` (a smoothed solver's iterate only: objectives and certificates are computed on the host
+    from explicit differences)."""
+    n, d = problem.X.shape
+    T = len(pairs)
+    cheaper = n <= PAIR_GRAM_MAX_N and 6 * n * n * d + 4 * n * d * d < 4 * T * d * d
+    if PAIR_FORM == "gram" or (PAIR_FORM == "auto" and cheaper):
+        return {"X": problem.X, "a": pairs[:, 0], "b": pairs[:, 1]}
+    return {"D": _pair_differences(problem, pairs)}
+
+
+def _jax_pair_distances(data, M):
+    """``d_M(x_a, x_b)`` for every pair of a pair term's JAX data (either form of :func:`_pair_jax_data`)."""
+    import jax.numpy as jnp
+
+    if "D" in data:
+        D = data["D"]
+        return jnp.einsum("td,td->t", D @ M, D)
+    X, a, b = data["X"], data["a"], data["b"]
+    K = X @ M @ X.T
+    q = jnp.diagonal(K)
+    return q[a] + q[b] - 2.0 * K[a, b]
+
+
+def _jax_pair_scatter(data, w):
+    """``sum_t w_t (x_a - x_b)(x_a - x_b)^T`` for a pair term's JAX data: the adjoint of
+    :func:`_jax_pair_distances` applied to ``w``."""
+    import jax.numpy as jnp
+
+    if "D" in data:
+        return _weighted_scatter(data["D"], w)
+    X, a, b = data["X"], data["a"], data["b"]
+    n = X.shape[0]
+    W = jnp.zeros((n, n), X.dtype).at[a, b].add(w)
+    W = W + W.T
+    return (X * jnp.sum(W, axis=1)[:, None]).T @ X - X.T @ (W @ X)
+
+
 #: every concrete term class, by name (filled by ``register``)
 TERMS: dict[str, type] = {}
 
@@ -725,13 +781,13 @@ class SqrtDistances(Term):
 
     def jax_data(self, problem):
         # the diagonal variant differs only in its feasible set (the backend's projection keeps M diagonal)
-        D = _pair_differences(problem, self.pairs)
         # smoothing scale: the median root distance at the identity metric (scaled onto MMC's budget)
-        sq = np.einsum("td,td->t", D, D)
+        sq = problem.pair_distances(self.pairs[:, 0], self.pairs[:, 1], np.eye(problem.d))
         S = problem.geometry.budget  # MMC's similar-pair scatter (None without a budget)
         if S is not None:
             sq = sq / max(float(np.trace(S)), 1e-300)
-        return {"D": D, "weight": np.float64(self.weight), "scale": np.float64(max(np.median(np.sqrt(sq)), 1e-300))}
+        return {**_pair_jax_data(problem, self.pairs), "weight": np.float64(self.weight),
+                "scale": np.float64(max(np.median(np.sqrt(sq)), 1e-300))}
 
     #: the square root is smoothed near 0 (``sqrt(d + eps^2)``, ``eps = smoothing * scale``): pairs at
     #: distance 0 (an optimum may have them) have no gradient otherwise
@@ -741,8 +797,7 @@ class SqrtDistances(Term):
     def _roots(data, V, smoothing):
         import jax.numpy as jnp
 
-        D = data["D"]
-        dist = jnp.maximum(jnp.einsum("td,td->t", D @ V["M"], D), 0.0)
+        dist = jnp.maximum(_jax_pair_distances(data, V["M"]), 0.0)
         eps = smoothing * data["scale"]
         return jnp.sqrt(dist + eps * eps), jnp.sqrt(dist)
 
@@ -761,7 +816,7 @@ class SqrtDistances(Term):
         smooth, root = SqrtDistances._roots(data, V, smoothing)
         w = 0.5 / jnp.maximum(smooth, jnp.sqrt(jnp.finfo(smooth.dtype).tiny))
         return (data["weight"] * jnp.sum(smooth), data["weight"] * jnp.sum(root),
-                {"M": data["weight"] * _weighted_scatter(data["D"], w)})
+                {"M": data["weight"] * _jax_pair_scatter(data, w)})
 
     def describe(self):
         return f"SqrtDistances({len(self.pairs)} pairs, weight={self.weight:g})"
@@ -796,16 +851,12 @@ class PairHinge(Term):
     jax_smoothed = True
 
     def jax_data(self, problem):
-        return {"D": _pair_differences(problem, self.pairs), "y": self.labels, "C": np.float64(self.C)}
+        return {**_pair_jax_data(problem, self.pairs), "y": self.labels, "C": np.float64(self.C)}
 
     @staticmethod
     def jax_hinge_arguments(data, V):
         """``h_t = 1 - y_t (b - d_M(x_t, x'_t))`` for every pair."""
-        import jax.numpy as jnp
-
-        D = data["D"]
-        dist = jnp.einsum("td,td->t", D @ V["M"], D)
-        return 1.0 - data["y"] * (V["b"] - dist)
+        return 1.0 - data["y"] * (V["b"] - _jax_pair_distances(data, V["M"]))
 
     @staticmethod
     def jax_value(data, V, active=None, smoothing=0.0):
@@ -825,7 +876,7 @@ class PairHinge(Term):
         C = data["C"]
         yw = data["y"] * w
         return (C * jnp.sum(phi), C * jnp.sum(jnp.maximum(h, 0.0)),
-                {"M": C * _weighted_scatter(data["D"], yw), "b": -C * jnp.sum(yw)})
+                {"M": C * _jax_pair_scatter(data, yw), "b": -C * jnp.sum(yw)})
 
     def describe(self):
         return f"PairHinge({len(self.pairs)} pairs, C={self.C:g})"

@@ -308,13 +308,15 @@ class OnlinePOLA(Solver):
 
     def update(self, objective, st):
         data = objective.loss_data("pair_hinge")
-        D, y = data["D"], data["y"]
-        m = D.shape[0]
+        y = data["y"]
+        m = y.shape[0]
         a = _stride(m)
 
         def step(t, Z):
             q = (a * t) % m
-            v, yt = D[q], y[q]
+            # the pair's difference, from either form of the pair terms' data (differences, or points and indices)
+            v = data["D"][q] if "D" in data else data["X"][data["a"][q]] - data["X"][data["b"][q]]
+            yt = y[q]
             M, b = Z[:-1, :-1], Z[-1, -1] + 1.0
             loss = 1.0 - yt * (b - v @ M @ v)
             tau = jnp.maximum(loss, 0.0) / (jnp.sum(v * v) ** 2 + 1.0)
