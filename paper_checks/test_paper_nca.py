@@ -12,35 +12,40 @@ number of points the stochastic leave-one-out nearest-neighbour rule classifies 
 (paper Eqs. 1-5; :class:`metricopt.NCA`, L-BFGS on the shared JAX loop, status
 ``stationary``: the problem is not convex and no certificate exists).
 
-The paper's Fig. 1 is a bar chart (no numbers): kNN training (leave-one-out) and test
-accuracy of the Euclidean metric, the whitening transform, RCA, diagonal NCA and NCA
-(square ``A``; top panels), and of rank-2 projections by PCA, LDA, RCA and NCA (bottom
-panels), averaged over 40 random 70/30 splits of balance-scale, ionosphere, iris, wine and
-housing, and on USPS digits with 200 training and 500 test images per class. Ionosphere and
-housing are not in ``../shared/data`` (not run). Since only bars are given, this check
-asserts the directions the figure shows, with paired standard errors over the splits:
+The paper's Fig. 1 is a bar chart: kNN training (leave-one-out) and test accuracy of the Euclidean
+metric, the whitening transform, RCA, diagonal NCA and NCA (square ``A``; top panels), and of rank-2
+projections by PCA, LDA, LDA followed by RCA and NCA (bottom panels), averaged over random 70/30
+splits of balance-scale, ionosphere, iris, wine and housing, and on USPS digits with fixed numbers of
+training and test images per class (its caption; the numbers are in ``paper_numbers.csv``). The text
+copy of the paper holds no bar values, so nothing is compared with numbers. Ionosphere and housing are
+not in ``../shared/data`` (not run). The directions the paper states in its text (Section 4) are:
+NCA's training and test performance the same as or better than that of the other square metrics, and
+rank-2 NCA consistently superior to the other rank-2 projections. This check asserts, with paired
+standard errors over the splits:
 
-* NCA's training leave-one-out error is significantly below the Euclidean metric's on every
-  data set (NCA maximises a smooth version of exactly this quantity) and not significantly
-  above the whitened metric's or RCA's;
-* NCA's test error is not significantly above the Euclidean metric's on every set, and
-  significantly below it on balance-scale (the set where the figure's gain is largest: the
-  four features enter the class rule as products, so their weights matter);
-* rank 2: NCA's training leave-one-out error is significantly below PCA's on every set;
-  its test error is significantly below PCA's on balance-scale and USPS and not
-  significantly above PCA's and LDA's on the others.
+* NCA's training leave-one-out error not significantly above the whitened metric's or RCA's (the
+  paper's "same as or better"), and significantly below the Euclidean metric's on every data set:
+  stronger than the paper's text, and what NCA's objective (a smooth leave-one-out accuracy on the
+  training set) is built for;
+* NCA's test error not significantly above the Euclidean metric's on every set (the paper's
+  direction), and significantly below it on balance-scale (again stronger than the text: the four
+  features enter the class rule as products, so their weights matter);
+* rank 2: NCA's training leave-one-out error significantly below PCA's on every set; its test error
+  significantly below PCA's on balance-scale and USPS and not significantly above PCA's and LDA's on
+  the others (the paper: rank-2 NCA superior to both).
 
 Every gain assertion fails when NCA is replaced by the identity map (the paired
 difference is then exactly 0); ``METRICOPT_NCA_CHECK_IDENTITY=1`` runs the check that way to
 show it.
 
-Protocol choices not given in the paper (stated, fixed before the runs): the kNN rule is
-1-NN (``K = 1``, the rule NCA's objective models) with metricopt's tie rule; UCI features are
-z-scored on each training part (NCA's softmax saturates on the raw wine features, whose
-scales range from 0.1 to 1,680); USPS pixels are scaled by 1/255; NCA starts from the PCA
-rotation (the estimator's default); RCA uses the classes as chunklets (its default) and in
-the rank-2 panel is RCA of the 2-D LDA projection ("LDA + RCA"). USPS uses 3 splits by
-default (a full-rank NCA fit on 2,000 x 256 takes about a minute on 2 cores).
+Protocol choices (stated, fixed before the runs): the kNN rule is 1-NN (``K = 1``: the paper's rule
+for the rank-2 panels, Section 4; it does not state K for the square panels) with metricopt's tie rule;
+UCI features are z-scored on each training part (the paper does not say how it scaled them; NCA's
+softmax saturates on the raw wine features, whose scales range from 0.1 to 1,680); USPS pixels are
+scaled by 1/255 (the paper's USPS images and their size are not stated for Fig. 1); NCA starts from
+the PCA rotation (the estimator's default); RCA uses the classes as chunklets (its default) and in the
+rank-2 panel is RCA of the 2-D LDA projection ("LDA + RCA"). USPS uses 3 splits by default (a
+full-rank NCA fit on 2,000 x 256 takes about a minute on 2 cores).
 """
 
 import os
@@ -87,7 +92,14 @@ RANK2 = {
 }
 
 
-def usps_splits(y, n_splits, n_train=200, n_test=500, seed=0):
+#: the NCA paper's Fig. 1 protocol (its caption): random splits, training %, USPS images per digit class
+PAPER_SPLITS = int(C.value("nca2004", "Fig. 1", "all panels", "realizations (random splits)"))
+PAPER_TRAIN = C.value("nca2004", "Fig. 1", "all panels", "training %") / 100.0
+USPS_TRAIN = int(C.value("nca2004", "Fig. 1", "USPS", "training images per digit class"))
+USPS_TEST = int(C.value("nca2004", "Fig. 1", "USPS", "test images per digit class"))
+
+
+def usps_splits(y, n_splits, n_train=USPS_TRAIN, n_test=USPS_TEST, seed=0):
     """The NCA paper's USPS protocol: per class, ``n_train`` random training and ``n_test`` test images."""
     rng = np.random.default_rng(seed)
     classes = np.unique(y)
@@ -151,15 +163,15 @@ def _tables(name, protocol, per_full, per_rank2):
 def test_nca_figure_1():
     t0 = time.perf_counter()
     sets = [  # name, loader name, scale, default splits, test gain (square), test gain (rank 2)
-        ("balance-scale", "balance-scale", "standard", 40, True, True),
-        ("iris", "iris", "standard", 40, False, False),
-        ("wine", "wine", "standard", 40, False, False),
+        ("balance-scale", "balance-scale", "standard", PAPER_SPLITS, True, True),
+        ("iris", "iris", "standard", PAPER_SPLITS, False, False),
+        ("wine", "wine", "standard", PAPER_SPLITS, False, False),
     ]
     checks, tables, notes = [], [], []
     for name, loader, scale, default, gain_full, gain_rank2 in sets:
         X, y = datasets.load(loader)
         n = C.n_splits(f"nca-{name}", default)
-        splits = datasets.random_splits(y, n_splits=n, test_size=0.3, seed=0)
+        splits = datasets.random_splits(y, n_splits=n, test_size=round(1.0 - PAPER_TRAIN, 6), seed=0)
         pf, pr = _run_set(name, X, y, splits, scale, f"nca/{name}")
         protocol = f"{n} random stratified 70/30 splits, z-scored features, 1-NN"
         tables += _tables(name, protocol, pf, pr)
@@ -168,14 +180,17 @@ def test_nca_figure_1():
     X = X / 255.0
     n = C.n_splits("nca-usps", 3)
     pf, pr = _run_set("USPS", X, y, usps_splits(y, n), None, "nca/usps")
-    tables += _tables("USPS", f"{n} splits of 200 training / 500 test images per digit, pixels / 255, 1-NN", pf, pr)
+    tables += _tables("USPS", f"{n} splits of {USPS_TRAIN} training / {USPS_TEST} test images per digit, pixels / 255, "
+                      "1-NN", pf, pr)
     checks += _checks("USPS", pf, pr, False, True)
     notes += [
-        "The paper's Fig. 1 gives bars, not numbers: the assertions are the directions it shows (see the "
-        "check's docstring); the tables are ours only.",
+        "The paper's Fig. 1 gives bars, and its text copy no bar values: the assertions are the directions its "
+        "text states (NCA the same as or better than the other square metrics; rank-2 NCA superior), two of them "
+        "in a stronger form (see the check's docstring); the tables are ours only.",
         "Ionosphere and housing (the paper's other two sets) are not in ../shared/data and were not run.",
-        "Protocol choices the paper does not state: 1-NN, z-scored UCI features, USPS pixels / 255, NCA started "
-        "from the PCA rotation; USPS with fewer splits than the paper's 40 (fit time).",
+        f"Protocol choices the paper does not state: K = 1 for the square panels (the paper's K for the rank-2 "
+        "panels), z-scored UCI features, USPS pixels / 255, NCA started from the PCA rotation; USPS with fewer "
+        f"splits than the paper's {PAPER_SPLITS} (fit time).",
     ]
     if IDENTITY:
         notes.append("RUN WITH METRICOPT_NCA_CHECK_IDENTITY=1: every NCA fit replaced by the identity map.")

@@ -1,0 +1,562 @@
+"""The paper checks read against the papers (issue 33): revised claims, protocol differences, paper tables.
+
+``make_results.py`` renders what this module holds into ``RESULTS.md``:
+
+* :data:`REVISIONS`: every claim of a stored result whose verdict or wording changed because of the papers'
+  own numbers (old claim as the run stored it, the claim the check now makes, its verdict on the stored
+  measurement where that decides it, and the paper's location and numbers);
+* :data:`PROTOCOL_DIFFERENCES`: for every check, how its protocol (as coded at this commit) differs from the
+  paper's;
+* :func:`paper_table_sections`: the results laid out as the papers' tables, with the rows no check runs.
+
+Every paper number here is read from ``paper_numbers.csv`` (:mod:`paper_numbers`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import paper_numbers as P
+from _common import EUCLIDEAN_ROW, GAIN_LABEL, KNOWN, KNOWN_MISMATCHES, PAPER, PASS, not_below_what, paper_gain
+
+T1 = P.jmlr
+NOT_ASSERTED = "not asserted"
+
+
+def _f(x):
+    return f"{x:.2f}"
+
+
+def _t1(row, column):
+    return f"{_f(T1(row, column))} %"
+
+
+def _sec42(dataset, what):
+    return int(P.jmlr_text("Sec. 4.2", dataset, what))
+
+
+# ----------------------------------------------------------------------------- revised claims
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One claim revised against the paper.
+
+    ``old``: the assertion text a stored result holds; ``new``: the assertion the check now makes in its place
+    (``None``: none, the claim is withdrawn or only its wording changed: then ``new == old``); ``verdict``: the
+    new claim's outcome on the stored measurement (``PASS``, ``KNOWN MISMATCH``, :data:`NOT_ASSERTED`, or the
+    same as before); ``paper``: the paper's location and numbers; ``why``: what changed.
+    """
+
+    check: str
+    old: str
+    new: str | None
+    verdict: str
+    paper: str
+    why: str
+
+
+def _gain_text(name, key, m, euclid_row="kNN Euclidean"):
+    """An assertion text of the old faces check (gain against the paper's raw Euclidean row)."""
+    return (f"{name}: {GAIN_LABEL[m]} below Euclidean kNN (paper: "
+            f"{T1('LMNN PCA' if m == 'lmnn' else 'LMNN (energy)', key) - T1(euclid_row, key):+.2f} pp)")
+
+
+def _faces_revisions():
+    out = []
+    for d in (30, 50):
+        for m in ("lmnn", "energy"):
+            row = "LMNN PCA" if m == "lmnn" else "LMNN (energy)"
+            out.append(Revision(
+                "faces", _gain_text(f"faces PCA {d}", "faces", m),
+                not_below_what(f"faces PCA {d}", GAIN_LABEL[m], "Euclidean kNN", paper_gain("faces", m)), KNOWN,
+                f"JMLR 2009 Table 1, oFaces: {row} {_t1(row, 'oFaces')} against kNN PCA {_t1('kNN PCA', 'oFaces')}; "
+                f"the old claim's baseline was kNN Euclidean {_t1('kNN Euclidean', 'oFaces')}, the row on the "
+                f"paper's {T1('# features', 'oFaces'):.0f} eigenface inputs",
+                "the gain was measured against the wrong row: our rows' Euclidean error is after PCA, and against "
+                "the paper's PCA row the paper shows no gain; the check now asserts that (not significantly below), "
+                "which the stored run does not reproduce (known mismatch, reason in _common.KNOWN_MISMATCHES)"))
+    return out
+
+
+def _table1_revisions():
+    mmc = not_below_what("wine", "MMC", "Euclidean", T1("kNN MCC", "wine") - T1("kNN Euclidean", "wine"))
+    nca = not_below_what("wine", "NCA", "Euclidean", T1("kNN NCA", "wine") - T1("kNN Euclidean", "wine"))
+    out = [
+        Revision("table1-baselines", "wine: MCC below Euclidean", mmc, KNOWN,
+                 f"JMLR 2009 Sec. 4 cites Xing et al. (2002) for MCC; Table 1, wine: MCC {_t1('kNN MCC', 'wine')} "
+                 f"against Euclidean {_t1('kNN Euclidean', 'wine')}",
+                 "the paper's MCC is Xing et al.'s method (our MMC), not Globerson & Roweis's MLCC (the stored "
+                 "'MCC' row), and the paper has it above Euclidean: the check now asserts MMC not significantly "
+                 "below Euclidean, which the stored means (MMC 4.81 %, Euclidean 29.63 %, same 5 splits) do not "
+                 "reproduce; MLCC has no Table 1 row and no claim"),
+        Revision("table1-baselines", "wine: NCA below Euclidean", nca, PASS,
+                 f"JMLR 2009 Table 1, wine: NCA {_t1('kNN NCA', 'wine')} against Euclidean "
+                 f"{_t1('kNN Euclidean', 'wine')}",
+                 "the paper has NCA above Euclidean; the stored run (-1.85 pp, s.e. 1.01) agrees with it: the former "
+                 "known mismatch becomes a pass of the paper's own direction"),
+    ]
+    for col in ("bal", "oFaces", "yFaces"):
+        d = T1("LMNN LDA", col) - T1("kNN LDA", col)
+        out.append(Revision(
+            "table1-baselines", f"{col}: LMNN on LDA inputs not above LDA alone",
+            not_below_what(col, "LMNN on LDA inputs", "LDA alone", d), PASS if col == "bal" else KNOWN,
+            f"JMLR 2009 Table 1, {col}: LMNN LDA {_t1('LMNN LDA', col)} against kNN LDA {_t1('kNN LDA', col)}"
+            + ("; Sec. 4 calls LDA preprocessing drastically worse on the Olivetti faces" if col == "oFaces" else ""),
+            "the paper has LMNN on LDA inputs above LDA alone here; the check now asserts that it is not "
+            "significantly below, "
+            + ("which the stored run (-0.11 pp, s.e. 0.13) passes" if col == "bal" else
+               "which the stored run does not reproduce (known mismatch)")))
+    out.append(Revision(
+        "table1-baselines", "wine: RCA below Euclidean", "wine: RCA below Euclidean", KNOWN,
+        f"JMLR 2009 Table 1, wine: RCA {_t1('kNN RCA', 'wine')} against Euclidean {_t1('kNN Euclidean', 'wine')}",
+        "same claim and verdict; the reason said the paper's RCA number was not at hand: it is, and shows the gain"))
+    return out
+
+
+def _gerrymander_revisions():
+    def t(k, m):
+        return P.trivedi(k, m, "USPS")
+
+    return [
+        Revision("gerrymander-usps", "usps k=7: gerrymandering below LMNN (the paper's direction)", None, NOT_ASSERTED,
+                 f"Trivedi et al. 2014 Table 1, USPS, k = 7: ours {P.printed('trivedi2014', 'Table 1', '7 / ours', 'USPS')}"
+                 f" = LMNN {P.printed('trivedi2014', 'Table 1', '7 / LMNN', 'USPS')}",
+                 "the paper prints a tie: no direction is asserted"),
+        Revision("gerrymander-usps", "usps k=11: gerrymandering below LMNN (the paper's direction)",
+                 not_below_what("usps k=11", "gerrymandering", "LMNN", t(11, "ours") - t(11, "LMNN")), KNOWN,
+                 f"Trivedi et al. 2014 Table 1, USPS, k = 11: ours {_f(t(11, 'ours'))} % against LMNN "
+                 f"{_f(t(11, 'LMNN'))} %",
+                 "the paper has gerrymandering above LMNN at k = 11; the check now asserts not significantly below, "
+                 "which the stored run (-0.45 pp on both folds) does not reproduce (known mismatch)"),
+    ]
+
+
+def _extension_revisions():
+    def mm(col):
+        return T1("LMNN (multiple metrics)", col), T1("LMNN PCA", col)
+
+    iris, wine = mm("iris"), mm("wine")
+    return [
+        Revision("extensions", "iris: multi-metric LMNN kNN not significantly worse than single-metric LMNN kNN",
+                 not_below_what("iris", "multi-metric LMNN kNN", "single-metric LMNN kNN", iris[0] - iris[1]), PASS,
+                 f"JMLR 2009 Table 1, iris: multiple metrics {_f(iris[0])} % against LMNN PCA {_f(iris[1])} %",
+                 "the paper has multi-metric LMNN above single-metric LMNN on iris; the stored run (-0.44 pp, s.e. "
+                 "0.35) is not significantly below"),
+        Revision("extensions", "wine: multi-metric LMNN kNN not significantly worse than single-metric LMNN kNN",
+                 None, NOT_ASSERTED,
+                 f"JMLR 2009 Table 1, wine: multiple metrics {_f(wine[0])} % = LMNN PCA {_f(wine[1])} %",
+                 "the paper prints a tie: no direction is asserted"),
+    ]
+
+
+def _local_revisions():
+    return [Revision(
+        "local-usps", "USPS: LMNN Interp Train is at least LMNN lazy (Test)", None, NOT_ASSERTED,
+        f"Ramanan & Baker Table III, Caltech (the set USPS stands for): Interp Train "
+        f"{P.ramanan_baker('lmnn', 'Caltech', 'Interp Train')} % against lazy (Test) "
+        f"{P.ramanan_baker('lmnn', 'Caltech', 'Test')} % (tables.md marks that block's reading tentative)",
+        "the paper's Caltech rows do not show it: directions on a substitute set are asserted only where the "
+        "paper's table for the set it stands for shows them")]
+
+
+def _wording_revisions():
+    bal_val = f"{T1('% validation', 'bal'):.0f} %"
+    return [
+        Revision("balance-scale", f"balance: LMNN kNN below Euclidean kNN (paper: {paper_gain('balance-scale', 'lmnn'):+.2f} pp)",
+                 f"balance: LMNN kNN below Euclidean kNN (paper: {paper_gain('balance-scale', 'lmnn'):+.2f} pp)", KNOWN,
+                 f"JMLR 2009 Table 1, bal: % validation {bal_val}",
+                 "same claim and verdict; the reason said the paper's number came from an early-stopped solve, but "
+                 "Table 1 lists no validation part for bal: the early-stopped row shows what stopping early does, "
+                 "not the paper's protocol (reason revised in _common.KNOWN_MISMATCHES)"),
+        Revision("faces", f"faces: Euclidean 3-NN on the raw pixels consistent with the paper's "
+                 f"{_f(T1('kNN Euclidean', 'oFaces'))} %",
+                 f"faces: Euclidean 3-NN on the raw pixels consistent with the paper's "
+                 f"{_f(T1('kNN Euclidean', 'oFaces'))} %", KNOWN,
+                 f"JMLR 2009 Sec. 4.2 and Table 1 (oFaces, # features {T1('# features', 'oFaces'):.0f})",
+                 "same claim and verdict; the reason said the paper's image preprocessing was not known: Sec. 4.2 "
+                 f"states it ({_sec42('Olivetti faces', 'image height (pixels)')}x"
+                 f"{_sec42('Olivetti faces', 'image width (pixels)')} pixels, "
+                 f"{_sec42('Olivetti faces', 'eigenfaces')} eigenfaces), and the paper's Euclidean row is on those "
+                 "eigenfaces"),
+        Revision("gerrymander-usps", "usps k=3: gerrymandering below LMNN (the paper's direction)",
+                 "usps k=3: gerrymandering below LMNN (the paper's direction)", KNOWN,
+                 f"Trivedi et al. 2014 Table 1, USPS, k = 3: ours {_f(P.trivedi(3, 'ours', 'USPS'))} % against LMNN "
+                 f"{_f(P.trivedi(3, 'LMNN', 'USPS'))} %",
+                 "same claim and verdict (the paper's direction at k = 3); the reason no longer cites k = 7 and 11"),
+        Revision("nca-fig1", "wine: rank-2 NCA test error not above rank-2 LDA's",
+                 "wine: rank-2 NCA test error not above rank-2 LDA's", KNOWN,
+                 "Goldberger et al. 2004, Fig. 1 (bars only) and Sec. 4 (rank-2 NCA consistently superior)",
+                 "same claim and verdict; the paper's bars are not in its text, which the reason now says"),
+        Revision("local-mnist", "MNIST-5k: hybrid Test: re-ranking a shortlist of 20 beats a shortlist of k = 3",
+                 "MNIST-5k: hybrid Test: re-ranking a shortlist of 20 beats a shortlist of k = 3", KNOWN,
+                 f"Ramanan & Baker Table IV, Sampled MNIST: Hybrid lazy (Test) "
+                 f"{P.ramanan_baker('hybrid', 'Sampled MNIST', 'Test')} % against Global "
+                 f"{P.ramanan_baker('hybrid', 'Sampled MNIST', 'Global')} %",
+                 "same claim and verdict; its ground is the paper's MNIST table (every swept cell beats Global; "
+                 "a shortlist of k = 3 is the global 3-NN), not Fig. 6 (MultiPIE, no numbers in the text)"),
+    ]
+
+
+#: every revised claim (see :class:`Revision`)
+REVISIONS = (_faces_revisions() + _table1_revisions() + _gerrymander_revisions() + _extension_revisions()
+             + _local_revisions() + _wording_revisions())
+
+def _note_revisions():
+    mp_bal = (T1("LMNN PCA", "bal"), T1("LMNN (multiple passes)", "bal"))
+    mm_y = (T1("LMNN PCA", "yFaces"), T1("LMNN (multiple metrics)", "yFaces"))
+    return [
+        ("every LMNN check, make_results.py", "the error table cited as \"the test-error table of Section 6\"",
+         "Table 1 (Section 4); Section 6 is about ball trees"),
+        ("iris, wine, balance-scale, faces", "titles and docstrings cite \"NIPS 2005 Table 1\" for the rows",
+         "NIPS 2005's Table 1 has data sizes only (other sizes than JMLR 2009's) and its error bars (Fig. 2) are not "
+         "assignable in the text copy: the checks now cite JMLR 2009 Table 1 alone"),
+        ("_common.py", "\"k = 3 and mu = 0.5 as in the papers\"",
+         "as in JMLR 2009 (Sec. 4); NIPS 2005 set k and mu by cross validation (Sec. 3)"),
+        ("table1-baselines", "\"MCC\" run as Globerson & Roweis's MLCC, and the paper's numbers said not to be at "
+         "hand", "JMLR 2009 Sec. 4 cites Xing et al. (2002) for MCC: the paper's MCC column is our MMC row, MLCC has no "
+         "Table 1 row; every Table 1 number of the baseline rows is now shown beside ours"),
+        ("extensions", "the paper's multi-pass and multi-metric figures \"not at hand\", its gains called small",
+         f"Table 1 has them: e.g. multiple passes on bal {_f(mp_bal[0])} -> {_f(mp_bal[1])} %, multiple metrics on "
+         f"yFaces {_f(mm_y[0])} -> {_f(mm_y[1])} %; the notes now quote the rows of iris, wine and bal"),
+        ("extensions", "\"the same splits as test_paper_uci.py\"",
+         "test_paper_uci.py draws the paper's subsample sizes; the extensions run on the full sets"),
+        ("dimred", "\"the paper's Section 5.4 numbers are not at hand\"",
+         "Section 5.4 describes the methods; the results are in Section 6.3 (Fig. 13, MNIST), whose text gives "
+         "LMNN-R's errors at two ranks and the baseline (now quoted, not compared: other data)"),
+        ("faces, yale-b", "the protocols quoted \"as issue 16 quotes it\" from \"Sec. 6\"",
+         "JMLR 2009 Sec. 4.2 states both protocols (read from the source table)"),
+        ("balance-scale", "the paper's LMNN number said to come from an early-stopped solve",
+         f"Table 1 lists {T1('% validation', 'bal'):.0f} % validation for bal"),
+        ("gerrymander", "\"the paper: its SGD, Algorithm 1, with greedy inference\"",
+         "the paper's inference is exact (Algorithms 2 and 3; the greedy steps of Algorithm 2 are proved optimal)"),
+        ("nca-fig1", "\"asserts the directions the figure shows\"; balance called \"the set where the figure's gain "
+         "is largest\"", "the text copy has no bar values: the directions are those of the paper's text (Sec. 4), "
+         "two asserted in a stronger form, which the docstring now says"),
+        ("local-*", "the shortlist sweep tied to Fig. 6 (\"not at hand\")",
+         "Fig. 6 is MultiPIE's and has no numbers in the text; the sweep's directions follow from the MNIST rows of "
+         "Tables II-IV (every swept cell beats Global there)"),
+    ]
+
+
+#: claims of the checks' notes and docstrings (not assertions) corrected against the papers: (where, old, new)
+NOTE_REVISIONS = _note_revisions()
+
+#: new claims the checks make that no stored run holds (their verdict on the stored measurement, and why)
+NEW_CLAIMS = [
+    Revision("faces", "", f"faces PCA {d}: Euclidean 3-NN error consistent with the paper's {_f(PAPER['faces']['euclidean'])} %",
+             KNOWN, f"JMLR 2009 Table 1, oFaces, kNN PCA {_t1('kNN PCA', 'oFaces')}",
+             f"the rows' Euclidean error after PCA is now compared with the paper's PCA row; stored: {ours} on 10 "
+             "splits (known mismatch)")
+    for d, ours in ((30, "12.42 % (s.e. 0.92)"), (50, "11.25 % (s.e. 0.75)"))
+]
+
+
+def by_old_text(check, text):
+    """The revision of the stored assertion ``text`` of ``check`` (identity runs share their check's), or None."""
+    base = check[: -len("-identity")] if check.endswith("-identity") else check
+    for r in REVISIONS:
+        if r.check == base and r.old == text:
+            return r
+    return None
+
+
+def _consistent():
+    """Every revised claim whose verdict is a known mismatch has its reason; a passing one has none."""
+    for r in REVISIONS + NEW_CLAIMS:
+        if r.new is None:
+            continue
+        if r.verdict == KNOWN:
+            assert r.new in KNOWN_MISMATCHES, r.new
+        elif r.verdict == PASS:
+            assert r.new not in KNOWN_MISMATCHES, r.new
+
+
+# ----------------------------------------------------------------------------- paper columns of stored results
+
+#: the LMNN checks' data-set names in their result rows -> the check key of ``_common.PAPER``
+_ROW_KEY = {"iris": "iris", "wine": "wine", "balance-scale": "balance-scale", "ORL faces": "faces",
+            "letter-recognition": "letter-recognition", "Extended Yale B": "yale-b"}
+
+
+def paper_for_row(row):
+    """The paper's numbers of a stored LMNN row, from the source table (``None`` where the row had none)."""
+    if row.get("paper") is None:
+        return None
+    key = _ROW_KEY.get(row["dataset"])
+    return None if key is None else PAPER[key]
+
+
+#: the Table 1 row of each method of the baselines check (the stored "MCC" row is MLCC)
+TABLE1_ROW = {"Euclidean": "kNN Euclidean", "PCA": "kNN PCA", "LDA": "kNN LDA", "RCA": "kNN RCA", "MMC": "kNN MCC",
+              "NCA": "kNN NCA", "LMNN on LDA inputs": "LMNN LDA", "SVM": "multiclass SVM"}
+_GERRY_ROW = {"euclidean": "Euclidean", "lmnn": "LMNN", "nca": "1-NCA", "gerrymander": "ours"}
+_GERRY_COLUMN = {"letter-recognition": "letters", "usps": "USPS"}
+
+
+def retro_paper_cell(check, table, method):
+    """The paper cell of a stored method table's row, from the source table (``None``: keep the stored cell)."""
+    base = check[: -len("-identity")] if check.endswith("-identity") else check
+    if base == "table1-baselines":
+        if method in ("MCC", "MLCC"):
+            return "no row (the stored 'MCC' row is MLCC; the paper's MCC is our MMC)" if method == "MCC" else \
+                "no row (MLCC is not in Table 1)"
+        v = T1(TABLE1_ROW[method], table["dataset"])
+        return "N/A" if v is None else _f(v)
+    if base in ("gerrymander", "gerrymander-usps"):
+        k = int(table["title"].rsplit("k = ", 1)[1])
+        v = P.trivedi(k, _GERRY_ROW[method], _GERRY_COLUMN[table["dataset"]])
+        return _f(v) + (" (Table 1; other data, not compared)" if base == "gerrymander-usps" else "")
+    return None
+
+
+# ----------------------------------------------------------------------------- protocol differences
+
+
+def _protocol_differences():
+    iris, wine, bal = ({k: T1(k, c) for k in ("# inputs", "# training examples", "# testing examples",
+                                               "% validation", "# of train/test splits")} for c in ("iris", "wine", "bal"))
+    tie_rule = ("kNN votes: every point tied in distance with the 3rd votes, whole tie groups dropped on a tied vote "
+                "(the paper drops one neighbour at a time, Sec. 4; the index rule, which does that, is reported beside)")
+    exact = "LMNN solved to its certified optimum (the paper: its sub-gradient solver, Appendix A; stopping not stated)"
+    h, w = (_sec42("Olivetti faces", f"image {x} (pixels)") for x in ("height", "width"))
+    eig = _sec42("Olivetti faces", "eigenfaces")
+    ypc, ydrop = _sec42("Yale B", "principal components"), _sec42("Yale B", "leading eigenvectors discarded")
+    return {
+        "iris": ("JMLR 2009 Table 1, iris", [
+            f"subset: a random stratified {iris['# inputs']:.0f}-point subsample of UCI's 150 per split (the paper's "
+            "subset is not known)",
+            f"validation: row 1 trains on all {iris['# training examples']:.0f} training points; row 2 stops the JAX "
+            f"solve early on the paper's {iris['% validation']:.0f} % (the paper does not say how it used it); "
+            "row 2 has 40 splits", exact, tie_rule]),
+        "wine": ("JMLR 2009 Table 1, wine", [
+            f"subset: a random stratified {wine['# inputs']:.0f}-point subsample of UCI's 178 per split",
+            f"splits: 25 unscaled (Clarabel) against the paper's {wine['# of train/test splits']:.0f}",
+            "the z-scored row has no paper counterpart", exact, tie_rule]),
+        "balance-scale": ("JMLR 2009 Table 1, bal", [
+            f"subset: a random stratified 536-point subsample of UCI's 625 (Table 1: {bal['# inputs']:.0f} inputs, "
+            f"{bal['# training examples']:.0f} + {bal['# testing examples']:.0f} examples)",
+            f"row 2 stops the JAX solve early on a 30 % validation part, where Table 1 lists "
+            f"{bal['% validation']:.0f} % (not the paper's protocol); 40 splits", exact, tie_rule]),
+        "faces": ("JMLR 2009 Table 1, oFaces (Sec. 4.2)", [
+            f"images: 32x32 (ORL_32x32.mat) against the paper's {h}x{w}",
+            f"dimension: PCA to 30 and 50 against the paper's {eig} eigenfaces (the certificate does not fit in "
+            "memory at 200)",
+            f"validation: none against the paper's {T1('% validation', 'oFaces'):.0f} %",
+            f"splits: 10 against {T1('# of train/test splits', 'oFaces'):.0f}",
+            f"our Euclidean error after PCA is 11-12 % against the paper's PCA row, {_t1('kNN PCA', 'oFaces')}; the "
+            f"paper's Euclidean row ({_t1('kNN Euclidean', 'oFaces')}, on its eigenfaces) is compared with our raw "
+            "32x32 pixels", "LMNN on the JAX backend to a certified gap of 1e-3", tie_rule]),
+        "letter-recognition": ("JMLR 2009 Table 1, letters", [
+            f"splits: 3 against the paper's {T1('# of train/test splits', 'letters'):.0f}",
+            "LMNN on the JAX backend to a certified gap of 1e-3", tie_rule]),
+        "yale-b": ("JMLR 2009 Table 1, yFaces (Sec. 4.2)", [
+            f"images: 32x32 (1,024 pixels) against the paper's {T1('# features', 'yFaces'):.0f}",
+            f"dimension: 50 principal components after dropping the leading {ydrop}, against the paper's {ypc} "
+            f"(Table 1: {T1('# reduced dimensions', 'yFaces'):.0f})",
+            f"test images: the rest of each subject (14-19) against the paper's "
+            f"{_sec42('Yale B', 'test images per subject')}",
+            f"validation: none against the paper's {_sec42('Yale B', 'validation % of the training data')} % with "
+            "early stopping",
+            f"splits: 1 against {_sec42('Yale B', 'runs of 70/30 splits')}; the solve is time-limited (600 s)"]),
+        "mnist-5k": ("JMLR 2009 Table 1, mnist (reduced; not compared)", [
+            f"data: the 5,000-image subset, 3,500 training images against {T1('# training examples', 'mnist'):.0f}",
+            "images not deskewed (the paper deskewed them)",
+            f"dimension: PCA 50 against {T1('# reduced dimensions', 'mnist'):.0f}",
+            "splits: 2 random 70/30 against the standard partition"]),
+        "dimred": ("JMLR 2009 Sec. 6.3, Fig. 13 (MNIST; not compared)", [
+            f"data: ORL faces at PCA 50 against MNIST at {P.jmlr_text('Sec. 6.3', 'MNIST (Fig. 13)', 'principal components before training'):.0f} "
+            "principal components",
+            f"ranks 5, 10, 20 against {P.jmlr_text('Sec. 6.3', 'MNIST (Fig. 13)', 'smallest rank r of LMNN-R'):.0f}-"
+            f"{P.jmlr_text('Sec. 6.3', 'MNIST (Fig. 13)', 'largest rank r of LMNN-R'):.0f}",
+            "LDA is an extra row (not in Fig. 13); 3 splits"]),
+        "extensions": ("JMLR 2009 Table 1, rows MP and MM (Secs. 5.1, 5.2)", [
+            "data: the full UCI sets (150 / 178 / 625) on random 70/30 splits, not the paper's subsets",
+            "wine z-scored (the paper's wine is unscaled)",
+            "2 passes (the paper does not give its number)",
+            f"multi-metric: no validation part (the paper held out {P.jmlr_text('Sec. 5.2', 'multi-metric LMNN', 'validation % of the training examples'):.0f} %) "
+            "and no start from the single-metric solution (the exact solve needs none)",
+            f"splits: 20 / 5 / 20 against {T1('# of train/test splits', 'iris'):.0f}", tie_rule]),
+        "nca-fig1": ("Goldberger et al. 2004, Fig. 1 (bars only; not compared)", [
+            "ionosphere and housing not run (not in the data folder)",
+            f"USPS: 3 splits against {P.value('nca2004', 'Fig. 1', 'all panels', 'realizations (random splits)'):.0f}; "
+            "the paper's USPS images are not described for Fig. 1 (ours: 16x16, pixels / 255)",
+            "K = 1 for the square panels too (the paper states K = 1 for the rank-2 panels only)",
+            "UCI features z-scored (not stated in the paper); NCA started from the PCA rotation (not stated)"]),
+        "table1-baselines": ("JMLR 2009 Table 1, baseline rows", [
+            "data: the full UCI sets on random 70/30 splits (the paper's subsets: see iris, wine, bal)",
+            f"splits: 10 / 5 / 10 / 3 / 1 / 1 against the paper's 100 (letters {T1('# of train/test splits', 'letters'):.0f}, "
+            f"yFaces {T1('# of train/test splits', 'yFaces'):.0f})",
+            "PCA keeps 95 % of the variance, where the paper's PCA row equals its Euclidean row on iris, wine, bal and "
+            "letters (no reduction)",
+            f"oFaces: the 64x64 Olivetti images at PCA 30 against {h}x{w} images at {eig} eigenfaces",
+            f"yFaces: one random 70/30 split of the 32x32 images at PCA 50, without dropping the leading {ydrop} "
+            f"components, against {_sec42('Yale B', 'training images per subject')} training images per subject "
+            f"at {ypc} components",
+            "letters: the learned methods fitted on a 3,000-point subset",
+            "MMC, NCA, RCA: this package's implementations (the paper: the authors' code)",
+            "SVM: RBF SVC, one-vs-one (the paper: Crammer-Singer, kernel chosen by cross validation)"]),
+        "gerrymander": ("Trivedi et al. 2014 Table 1, letters", [
+            f"folds: 2 of {P.value('trivedi2014', 'Sec. 6', 'five of the seven sets', 'cross-validation folds'):.0f}",
+            "C tuned once per k on fold 1 (the paper: per fold, on a 75/25 split of the training portion)",
+            "gerrymandering: Pegasos-style SGD for 4 epochs from the identity (the paper: its SGD until the running "
+            "surrogate loss stops falling, started from a ReliefF diagonal or zeros)",
+            "LMNN with mu = 0.5 and a time limit (the paper tuned every method's parameters, authors' code)",
+            "1-NCA: this package's full-rank NCA on a 3,000-point subsample (the paper: the authors' code)"]),
+        "gerrymander-usps": ("Trivedi et al. 2014 Table 1, USPS (directions only)", [
+            f"data: the 11,000-image file in stratified folds against the standard partition "
+            f"(N = {P.value('trivedi2014', 'Table 1 (data rows)', 'USPS', 'N (images; the standard train/test partition)'):.0f})",
+            "features not z-scored (the paper's Table 1 z-scored them; its Table 3 has the unscaled runs) and "
+            "projected on 50 principal components (the paper: none)",
+            f"our Euclidean error is about 3 % against the paper's {_f(P.trivedi(3, 'Euclidean', 'USPS'))} %",
+            "2 folds; otherwise as the letters check"]),
+        "local-mnist": ("Ramanan & Baker Tables II-IV, Sampled MNIST", [
+            "data: one batch resampled from the 5,000-image subset against the paper's "
+            f"{P.value('ramanan-baker', 'Sec. III-A', 'MNIST', 'batches'):.0f} batches sub-sampled from MNIST",
+            "PCA to 95 % of the batch's variance (the paper: 164 components of the full set)",
+            "local LMNN with 150 iterations, uncertified; per-class LMNN stopped at 200 iterations (the paper: the "
+            "authors' LMNN code)", "the Train cell's metrics computed offline (the same metrics as the paper's "
+            "online per-exemplar cell)"]),
+        "local-yale-b": ("Ramanan & Baker Tables II-IV, MultiPIE (substitute)", [
+            "data: Extended Yale B stands for MultiPIE (not available): one batch of 600 + 600",
+            "per-class LMNN in the Eq. 8 form, 150 iterations per class"]),
+        "local-usps": ("Ramanan & Baker Tables II-IV, Caltech 101 (substitute)", [
+            "data: USPS digits stand for Caltech 101 (not available): one batch of 1,000 + 1,000"]),
+    }
+
+
+#: check -> (what it is compared with, [every difference from the paper's protocol])
+PROTOCOL_DIFFERENCES = _protocol_differences()
+
+
+# ----------------------------------------------------------------------------- results by paper table
+
+#: JMLR 2009 Table 1's error rows and the columns of the data sets here (20news and isolet are not in the data)
+T1_ROWS = ("kNN Euclidean", "kNN PCA", "kNN LDA", "kNN RCA", "kNN MCC", "kNN NCA", "LMNN PCA", "LMNN LDA",
+           "LMNN (energy)", "LMNN (multiple passes)", "LMNN (multiple metrics)", "multiclass SVM")
+T1_COLUMNS = ("mnist", "letters", "yFaces", "bal", "oFaces", "wine", "iris")
+_LMNN_CHECKS = {"iris": "iris", "wine": "wine", "balance-scale": "bal", "faces": "oFaces",
+                "letter-recognition": "letters", "yale-b": "yFaces", "mnist-5k": "mnist"}
+
+
+def _ms(mean, se, n):
+    return f"{mean:.2f} +- {se:.2f} ({n})"
+
+
+def _table1_measurements(results):
+    """``{(Table 1 row, column): [(ours, where)]}`` from the stored results."""
+    out = {}
+
+    def add(row, col, text, where):
+        out.setdefault((row, col), []).append((text, where))
+
+    for check, col in _LMNN_CHECKS.items():
+        data = results.get(check)
+        for r in (data or {}).get("rows", []):
+            if "standardized" in r["variant"]:
+                continue
+            s, where = r["summary"], f"{check}: {r['variant']}"
+            rows = {"euclidean": EUCLIDEAN_ROW[check], "lmnn": "LMNN PCA", "energy": "LMNN (energy)"}
+            for m, row in rows.items():
+                if m != "euclidean" or "stopped early" not in r["variant"]:
+                    add(row, col, _ms(s[m]["mean"], s[m]["se"], r["n_splits"]), where)
+            if "euclidean_raw" in s and r is data["rows"][0]:
+                add("kNN Euclidean", col, _ms(s["euclidean_raw"]["mean"], s["euclidean_raw"]["se"], r["n_splits"]),
+                    f"{check}: raw pixels")
+    for t in (results.get("table1-baselines") or {}).get("tables", []):
+        for m, row in TABLE1_ROW.items():
+            s = t["summary"].get(m)
+            if s is not None:
+                add(row, t["dataset"], _ms(s["test"]["mean"], s["test"]["se"], s["n_splits"]), "table1-baselines")
+    ext = {"LMNN (2 passes)": "LMNN (multiple passes)", "multi-metric LMNN (one metric per class)":
+           "LMNN (multiple metrics)", "LMNN (1 pass), same splits": "LMNN PCA"}
+    for r in (results.get("extensions") or {}).get("rows", []):
+        row = ext.get(r["variant"])
+        if row is not None:
+            s = r["summary"]["lmnn"]
+            add(row, _LMNN_CHECKS[r["dataset"]], _ms(s["mean"], s["se"], r["n_splits"]),
+                "extensions: full set" + (", z-scored" if r["dataset"] == "wine" else ""))
+    return out
+
+
+def _local_mean(results, check, how, cell):
+    for t in (results.get(check) or {}).get("tables", []):
+        acc = t.get("summary", {}).get(how, {}).get(cell, {}) if isinstance(t.get("summary"), dict) else {}
+        if isinstance(acc, dict) and acc.get("accuracy"):
+            return sum(acc["accuracy"]) / len(acc["accuracy"])
+    return None
+
+
+def _gerry_cell(results, check, dataset, k, method):
+    for t in (results.get(check) or {}).get("tables", []):
+        if t["title"] == f"{dataset}, k = {k}":
+            s = t["summary"][method]["test"]
+            return _ms(s["mean"], s["se"], t["summary"][method]["n_splits"])
+    return "-"
+
+
+def paper_table_sections(results):
+    """Markdown lines: the stored results laid out as the papers' tables (``results``: check -> stored data)."""
+    lines = ["## Results by paper table", "",
+             "Paper numbers from `paper_checks/paper_numbers.csv`; ours as mean +- s.e. (splits), with the check "
+             "(and variant) that measured them; the protocols differ as listed under \"Protocol differences\". "
+             "\"not run\": no check measures the cell yet (the missing rows of issue 33).", ""]
+    # JMLR 2009 Table 1
+    lines += ["### JMLR 2009, Table 1 (test error %; 20news and isolet are not in the data folder)", "",
+              "| Table 1 row | column | paper | ours | measured by |", "|---|---|---|---|---|"]
+    meas = _table1_measurements(results)
+    for row in T1_ROWS:
+        for col in T1_COLUMNS:
+            paper = P.printed("jmlr2009", "Table 1", row, col)
+            got = meas.get((row, col)) or [("not run", "-")]
+            for text, where in got:
+                lines.append(f"| {row} | {col} | {paper} | {text} | {where} |")
+    lines.append("")
+    # Trivedi et al. Table 1 (and Table 3 for USPS)
+    lines += ["### Trivedi et al. 2014, Table 1 (kNN test error %, features z-scored) and Table 3 (no scaling)", "",
+              "Ours on letters: z-scored, the paper's protocol otherwise as listed; on USPS: the 11,000-image file, "
+              "PCA 50, not z-scored (closer to Table 3's scaling), so USPS numbers are not compared.", "",
+              "| k | method | letters paper | letters ours | USPS paper (Table 1) | USPS paper (Table 3) | USPS ours |",
+              "|---|---|---|---|---|---|---|"]
+    ours_name = {"Euclidean": "euclidean", "LMNN": "lmnn", "1-NCA": "nca", "ours": "gerrymander"}
+    for k in (3, 7, 11):
+        for m in ("Euclidean", "LMNN", "GB-LMNN", "MLR", "ITML", "1-NCA", "k-NCA", "ours"):
+            t3 = "NCA" if m == "1-NCA" else m
+            t3_usps = P.printed("trivedi2014", "Table 3", t3, f"USPS, k = {k}") if m != "k-NCA" else "-"
+            own = ours_name.get(m)
+            lines.append(
+                f"| {k} | {m} | {P.printed('trivedi2014', 'Table 1', f'{k} / {m}', 'letters')} | "
+                f"{_gerry_cell(results, 'gerrymander', 'letter-recognition', k, own) if own else 'not run'} | "
+                f"{P.printed('trivedi2014', 'Table 1', f'{k} / {m}', 'USPS')} | {t3_usps} | "
+                f"{_gerry_cell(results, 'gerrymander-usps', 'usps', k, own) if own else 'not run'} |")
+    lines.append("")
+    # Ramanan & Baker Tables II-IV
+    lines += ["### Ramanan & Baker, Tables II-IV (recognition rate %)", "",
+              "MNIST-5k is a resampled subset of MNIST; Yale B and USPS stand for MultiPIE and Caltech 101 (not "
+              "available): their columns are compared only in direction.", "",
+              "| table | cell | Sampled MNIST paper | MNIST-5k ours | MultiPIE paper | Yale B ours | Caltech paper | "
+              "USPS ours |", "|---|---|---|---|---|---|---|---|"]
+    for how, table in P.RB_TABLES.items():
+        for cell in P.RB_CELLS:
+            cells = []
+            for data, check in (("Sampled MNIST", "local-mnist"), ("MultiPIE", "local-yale-b"), ("Caltech", "local-usps")):
+                ours = _local_mean(results, check, how, cell)
+                cells += [f"{P.ramanan_baker(how, data, cell)}", "-" if ours is None else f"{ours:.2f}"]
+            lines.append(f"| {table} ({how}) | {cell} | " + " | ".join(cells) + " |")
+    lines.append("")
+    # the rest
+    fig13 = {w: P.jmlr_text("Sec. 6.3", "MNIST (Fig. 13)", w) for w in (
+        "LMNN-R test error % at 15 dimensions", "LMNN-R test error % at 25 dimensions",
+        "baseline kNN test error % (original space)")}
+    lines += ["### Other paper numbers", "",
+              f"- JMLR 2009 Sec. 6.3 (Fig. 13, MNIST): LMNN-R {fig13['LMNN-R test error % at 15 dimensions']:.2f} % at "
+              f"15 dimensions, {fig13['LMNN-R test error % at 25 dimensions']:.2f} % at 25, baseline "
+              f"{fig13['baseline kNN test error % (original space)']:.2f} % in the original space. Ours (dimred) are "
+              "on ORL faces at ranks 5, 10, 20: directions only; an MNIST row is not run.",
+              f"- JMLR 2009 Sec. 4.6: energy-based LMNN on MNIST {P.jmlr_text('Sec. 4.6', 'MNIST', 'energy-based LMNN test error %'):.1f} %; "
+              f"NIPS 2005 abstract: {P.value('nips2005', 'Abstract', 'MNIST', 'test error %'):.1f} %. Not run on the full "
+              "set (only the 5,000-image subset is in the data folder).",
+              "- NIPS 2005: Table 1 gives data sizes (other than JMLR 2009's) and Fig. 2 bars that the text copy does "
+              "not assign to data sets: nothing compared.",
+              "- Goldberger et al. 2004, Fig. 1: bars only (no numbers in the text): see the NCA section for ours.", ""]
+    return lines
