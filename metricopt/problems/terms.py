@@ -71,8 +71,8 @@ def _pair_jax_data(problem, pairs):
     * Gram ``{"X", "a", "b"}``: ``K = X M X^T`` (``2 n^2 d + 2 n d^2`` flops), ``d_t = K_aa + K_bb - 2 K_ab``,
       and the scatter as the weighted graph Laplacian ``X^T (Diag(W 1) - W) X`` of ``W = sum_t w_t
       (e_a e_b^T + e_b e_a^T)`` (``4 n^2 d + 2 n d^2`` flops). With every pair of a data set (MMC, POLA:
-      ``T ~ n^2 / 2``) this is about ``d / 3`` times cheaper: 12 ms against 730 ms per evaluation on digits
-      (1,257 x 64, 789,000 pairs, 2 cores).
+      ``T ~ n^2 / 2``) it is 9-23 times faster on digits (1,257 x 64, 711,000 MMC / 789,000 POLA pairs, 2
+      cores: 24 ms against 547 ms per value and gradient, 58 against 513; ``benchmarks/results/pair_forms.md``).
 
     Both are exact algebra; the Gram form rounds ``d_t`` with an absolute error of order ``eps K_aa`` instead
     of ``eps d_t`` (a smoothed solver's iterate only: objectives and certificates are computed on the host
