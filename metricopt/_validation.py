@@ -277,7 +277,19 @@ def _py(value):
 
 
 def check_classes(y, k=None, method="LMNN"):
-    """Check that ``y`` has at least two classes and, if ``k`` is given, k+1 points per class."""
+    """Check that ``y`` holds class labels, has at least two classes and, if ``k`` is given, k+1 points per class.
+
+    Float labels are class labels (``-0.25, 0.25, 0.75``: three classes); a float ``y`` with non-integer values
+    of which most are distinct (more distinct values than half the points) is a regression target and is refused
+    with scikit-learn's wording ("Unknown label type: 'continuous'")."""
+    arr = np.asarray(y)
+    if (arr.dtype.kind == "f" and np.any(np.isfinite(arr) & (arr != np.round(arr)))
+            and np.unique(arr).size > arr.size // 2):
+        example = _py(arr[np.isfinite(arr) & (arr != np.round(arr))][0])
+        raise InputError(
+            f"Unknown label type: 'continuous'. {method} needs class labels (integers or strings); y holds "
+            f"non-integer values such as {example!r}. For a regression target, bin it into classes first."
+        )
     classes, counts = np.unique(y, return_counts=True)
     if classes.size < 2:
         raise InputError(

@@ -152,6 +152,17 @@ case(
     "LMNN with k=2 needs at least k+1=3 points in every class (each point needs k target neighbours of its own "
     f"class); these classes have fewer: {_L1}: 2. Lower k or drop those classes.",
 )
+case(
+    "LMNN-continuous-target",
+    lambda: LMNNProblem(X0, np.linspace(0.25, 3.0, X0.shape[0])),
+    "Unknown label type: 'continuous'. LMNN needs class labels (integers or strings); y holds non-integer values "
+    "such as 0.25. For a regression target, bin it into classes first.",
+)
+case(
+    "gerrymander-one-sample",
+    lambda: metricopt.GerrymanderingKNN(k=3).fit(X0[:1], Y0[:1]),
+    "k=3 needs at least k+1=4 points; X has 1 sample (n_samples=1). Give more points or lower k.",
+)
 
 # --- LMNN hyperparameters --------------------------------------------------------
 case("mu-above-1", lambda: LMNNProblem(X0, Y0, mu=1.5), "mu must be <= 1.0 and >= 0.0; got 1.5.")

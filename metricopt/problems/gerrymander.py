@@ -114,7 +114,9 @@ class _LatentData:
         y = check_y(y, self.X.shape[0])
         self.k = check_int(k, "k", low=1)
         if self.k > self.X.shape[0] - 1:
-            raise InputError(f"k={self.k} needs at least k+1={self.k + 1} points; X has {self.X.shape[0]}.")
+            n = self.X.shape[0]
+            raise InputError(f"k={self.k} needs at least k+1={self.k + 1} points; X has {n} sample"
+                             f"{'' if n == 1 else 's'} (n_samples={n}). Give more points or lower k.")
         self.C = check_real(C, "C", low=0.0, low_open=True)
         self.classes = _resolve_classes(classes, y)
         if self.classes.size < 2:
