@@ -218,8 +218,8 @@ class EarlyStopping:
         ``validation_rule``, ``patience`` and ``stopped_early``; ``best_iteration`` becomes the
         iteration of the returned metric.
         """
-        from .certify import certify
-        from .certify.policy import decide_status
+        from .certify import certify, policy
+        from .certify.policy import Outcome, SolverReport
 
         stats = dict(solution.stats)
         stats.update({
@@ -244,8 +244,8 @@ class EarlyStopping:
         stats["best_iteration"] = self.best_iteration
         ended = f"the solve ended with '{solution.status}' at iteration {stats.get('iterations')}"
         # a solve the time limit ended (patience not run out) keeps that status for the metric kept here
-        status, _ = decide_status(Status.TIME_LIMIT if solution.status is Status.TIME_LIMIT else Status.EARLY_STOPPED,
-                                  cert)
+        kept = Outcome.TIME_LIMIT if solution.status is Status.TIME_LIMIT else Outcome.STOPPED
+        status, _ = policy.decide(SolverReport(kept), cert, convex=problem.is_convex)
         if status is Status.OPTIMAL:
             detail = (f"lowest validation error {self.best_error:.4g} at iteration {self.best_iteration}; {ended}; "
                       f"the certificate of this metric proves optimality (relative gap {cert.rel_gap:.2e})")

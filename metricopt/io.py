@@ -974,6 +974,8 @@ def _solution_from_file(mf, key="solution", prefix=""):
                                  "file was edited or damaged; fit and save the model again.")
     _check_metric(mf, prefix)
     sm = mf.metadata[key]
+    # the status the file records, parsed by its name (the one place outside metricopt.certify.policy that makes a
+    # Status: from a saved model's text; a recorded 'optimal' is checked below and again by _reverify)
     codes = {s.code: s for s in Status}
     if sm.get("status") not in codes:
         raise ModelFileError(f"model file {str(mf.path)!r} is corrupt: unknown status {sm.get('status')!r}.")
@@ -1140,7 +1142,10 @@ def _recompute(problem, sol, stored):
 
 
 def _reverify(mf, est, recertify):
-    """Recompute the certificate of the estimator's solution on its rebuilt problem (see the module docstring)."""
+    """Recompute the certificate of the estimator's solution on its rebuilt problem (see the module docstring); a
+    recorded 'optimal' the recomputed certificate does not confirm gets the status policy's verdict."""
+    from .certify import policy
+    from .certify.policy import NoCertificate, SolverReport
     from .solution import Status
 
     sol = est.solution_
@@ -1171,13 +1176,17 @@ def _reverify(mf, est, recertify):
         stored.details[REVERIFIED_KEY] = f"NO: {why}; the bounds are the file's own numbers"
     if sol.status is not Status.OPTIMAL:
         return
+    # the file's 'optimal' is the claim; the policy decides from the certificate recomputed here (none: never optimal;
+    # a non-convex problem: stationary at best)
+    claim = SolverReport.inherit(sol.status)
     if fresh is None:
         convex = getattr(problem or _certification_problem(est) or est.problem_, "is_convex", False)
-        _demote(mf, est, Status.UNCERTIFIED if convex else Status.STATIONARY,
+        _demote(mf, est, policy.decide(claim, NoCertificate.NOT_TAKEN, convex=convex)[0],
                 f"status 'optimal' could not be re-verified at load ({why})")
     elif not fresh.is_optimal:
-        _demote(mf, est, Status.OPTIMAL_INACCURATE, f"the certificate recomputed at load says {fresh.verdict.value!r} "
-                                                    f"(relative gap {fresh.rel_gap:.3e}, tol {fresh.tol:.1e})")
+        _demote(mf, est, policy.decide(claim, fresh, convex=True)[0],
+                f"the certificate recomputed at load says {fresh.verdict.value!r} (relative gap {fresh.rel_gap:.3e}, "
+                f"tol {fresh.tol:.1e})")
 
 
 def _recompute_objective(mf, problem, sol):

@@ -31,7 +31,8 @@ import numpy as np
 
 from ._deadline import Budget
 from ._validation import check_choice, check_int, check_real
-from .certify.policy import decide_status
+from .certify import policy
+from .certify.policy import NoCertificate, Outcome, SolverReport
 from .errors import InputError
 from .linalg import project_psd, symmetrize
 from .solution import Solution, Status
@@ -91,8 +92,10 @@ def initial_metric(problem, init):
     return problem.check_metric(init, name="init")
 
 
-def _finish(problem, M, status, message, t0, history, solver, extra=None):
-    status, note = decide_status(status, None, convex=False)
+def _finish(problem, M, report, t0, history, solver, extra=None):
+    """The Solution at ``M``; its status the policy's, from ``report`` (the problem is not convex: never optimal)."""
+    message = report.reason
+    status, note = policy.decide(report, NoCertificate.NOT_TAKEN, convex=False)
     if note:
         message += f"; {note}"
     stats = {"time": time.perf_counter() - t0, "iterations": len(history) - 1, "history": history, **(extra or {})}
@@ -146,10 +149,10 @@ def _cccp(problem, init, max_iter, tol, step_tol, solver, time_limit, verbose, b
     M = initial_metric(problem, init)
     f = problem.objective(M)
     history = [{"step": 0, "objective": f, "time": 0.0}]
-    status, message = Status.ITERATION_LIMIT, f"stopped after {max_iter} convex steps"
+    report = SolverReport(Outcome.ITERATION_LIMIT, f"stopped after {max_iter} convex steps")
     for it in range(1, max_iter + 1):
         if budget.expired():
-            status, message = Status.TIME_LIMIT, f"{limit_text} reached after {it - 1} steps"
+            report = SolverReport(Outcome.TIME_LIMIT, f"{limit_text} reached after {it - 1} steps")
             break
         step = problem.step(M)
         opts = {"init": M, "certify": step_tol, "tol": 1e-9}
@@ -165,16 +168,17 @@ def _cccp(problem, init, max_iter, tol, step_tol, solver, time_limit, verbose, b
         if sol.M is None or sol.status is not Status.OPTIMAL or cert is None:
             history.append({**entry, "objective": f})
             if sol.status is Status.TIME_LIMIT:
-                status, message = Status.TIME_LIMIT, (f"{limit_text} reached in convex step {it} ({sol.message}); "
-                                                      "kept the previous M")
-            else:
-                status, message = sol.status, f"convex step {it} was not certified ({sol.message}); kept the previous M"
+                report = SolverReport(Outcome.TIME_LIMIT, f"{limit_text} reached in convex step {it} ({sol.message}); "
+                                                          "kept the previous M")
+            else:  # the step's own status, passed on
+                report = SolverReport.inherit(sol.status, f"convex step {it} was not certified ({sol.message}); kept "
+                                                          "the previous M")
             break
         f_step_at_M = step.objective(M)
         if sol.objective > f_step_at_M:  # within the certified gap of the optimum, but no descent: keep M
             history.append({**entry, "objective": f})
-            status, message = Status.STATIONARY, (f"step {it} did not lower its majoriser (certified gap "
-                                                   f"{cert.rel_gap:.1e}): M is its minimiser within that gap")
+            report = SolverReport(Outcome.STATIONARY, f"step {it} did not lower its majoriser (certified gap "
+                                                      f"{cert.rel_gap:.1e}): M is its minimiser within that gap")
             break
         M_new = sol.M
         f_new = problem.objective(M_new)
@@ -187,14 +191,15 @@ def _cccp(problem, init, max_iter, tol, step_tol, solver, time_limit, verbose, b
         decrease = f - f_new
         M, f = M_new, f_new
         if same_sets:
-            status, message = Status.STATIONARY, (f"the correct sets are a fixed point after {it} steps: M minimises "
-                                                   f"its own majoriser within the certified gap {cert.rel_gap:.1e}")
+            report = SolverReport(Outcome.STATIONARY, f"the correct sets are a fixed point after {it} steps: M "
+                                                      f"minimises its own majoriser within the certified gap "
+                                                      f"{cert.rel_gap:.1e}")
             break
         if decrease <= tol * max(abs(f), 1e-300):
-            status, message = Status.STATIONARY, (f"relative decrease {decrease / max(abs(f), 1e-300):.2e} <= tol "
-                                                   f"{tol:.1e} after {it} steps")
+            report = SolverReport(Outcome.STATIONARY, f"relative decrease {decrease / max(abs(f), 1e-300):.2e} <= "
+                                                      f"tol {tol:.1e} after {it} steps")
             break
-    return _finish(problem, M, status, message, t0, history, "cccp",
+    return _finish(problem, M, report, t0, history, "cccp",
                    {"step_gaps": [h.get("step_rel_gap") for h in history[1:]]})
 
 
@@ -296,5 +301,5 @@ def sgd(problem, init="identity", method="pegasos", n_epochs=10, batch_size=64, 
     ran = f"{limit_text} reached in epoch {epoch}" if out_of_time else f"ran {n_epochs} epochs"
     message = (f"{ran} ({t} steps); stochastic subgradient steps have no stationarity test, "
                "the best epoch end is returned (solver='cccp' certifies each convex step)")
-    return _finish(problem, best[1], Status.TIME_LIMIT if out_of_time else Status.ITERATION_LIMIT, message, t0,
-                   history, f"sgd-{method}", {"steps": t})
+    report = SolverReport(Outcome.TIME_LIMIT if out_of_time else Outcome.ITERATION_LIMIT, message)
+    return _finish(problem, best[1], report, t0, history, f"sgd-{method}", {"steps": t})

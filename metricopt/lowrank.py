@@ -47,6 +47,8 @@ from ._validation import check_choice, check_int, check_real
 from .backends.jax import TrustNewton, best_scale, evaluate
 from .errors import InputError, UnknownOptionError
 from .linalg import project_psd, symmetrize
+from .certify import policy
+from .certify.policy import NoCertificate, Outcome, SolverReport
 from .solution import Solution, Status
 from .solving import solve_from_starts
 
@@ -257,9 +259,9 @@ def lmnn_r(problem, n_components, n_restarts=3, random_state=0, tol=1e-6, max_it
         - \lVert L(x_i - x_l)\rVert^2]_+ + R(L^\top L).
 
     The problem is not convex: the result is a stationary point at best, reported as
-    ``Status.STATIONARY`` when :func:`stationarity` (relative) is at most ``tol`` -- or when the
+    ``stationary`` when :func:`stationarity` (relative) is at most ``tol`` -- or when the
     objective is within ``tol`` (relative) of the lower bound of the convex relaxation, which
-    makes it tol-optimal even for the rank-constrained problem -- else ``Status.ITERATION_LIMIT``;
+    makes it tol-optimal even for the rank-constrained problem -- else ``iteration_limit``;
     never ``OPTIMAL``.
 
     Method: ``n_restarts`` solves of ``problem.factored(r)`` on the JAX backend's loop, keeping the
@@ -352,7 +354,9 @@ def lmnn_r(problem, n_components, n_restarts=3, random_state=0, tol=1e-6, max_it
     if want_bound:
         _with_bound(stats, objective, _convex_bound(problem, M, bound_extra))
     ok, why = _verdict(stats, tol)
-    status = Status.STATIONARY if ok else Status.ITERATION_LIMIT
+    # the rank-constrained problem is not convex: the policy never calls it optimal
+    status, _ = policy.decide(SolverReport(Outcome.STATIONARY if ok else Outcome.ITERATION_LIMIT), NoCertificate.NOT_TAKEN,
+                              convex=False)
     if ok:
         message = f"{status.message}: LMNN-R rank {r}, {why} (best of {n_restarts} restart(s))"
     elif best["hit_limit"]:
@@ -457,12 +461,15 @@ def lmnn_s(problem, n_components, tol=1e-6, backend="cvxpy", convex_solution=Non
 
         Mc = problem.check_metric(convex_solution, name="convex_solution")
         cert = certify(problem, Mc, tol=max(tol, 1e-12))
-        ok = cert.is_optimal
-        sol = Solution(M=Mc, objective=problem.objective(Mc), status=Status.OPTIMAL if ok else Status.OPTIMAL_INACCURATE,
-                       backend="given", solver="given", certificate=cert,
+        # a given metric claims nothing: its certificate alone makes it optimal (else optimal_inaccurate)
+        given, _ = policy.decide(SolverReport(Outcome.INACCURATE, "a metric given by the caller"), cert,
+                                 convex=problem.is_convex)
+        sol = Solution(M=Mc, objective=problem.objective(Mc), status=given, backend="given", solver="given",
+                       certificate=cert,
                        message=f"a metric given by the caller, certified relative gap {cert.rel_gap:.2e}")
     if sol.M is None:
-        return Solution(M=None, objective=float("nan"), status=sol.status, backend=sol.backend, solver=sol.solver,
+        status, _ = policy.decide(SolverReport.inherit(sol.status), NoCertificate.NOT_TAKEN, convex=False)
+        return Solution(M=None, objective=float("nan"), status=status, backend=sol.backend, solver=sol.solver,
                         stats={"method": "LMNN-S", "n_components": r, "convex_status": sol.status.code},
                         message=f"LMNN-S: the convex solve returned no metric ({sol.status}: {sol.message}).")
     L, eig = truncate_metric(sol.M, r)
@@ -483,16 +490,20 @@ def lmnn_s(problem, n_components, tol=1e-6, backend="cvxpy", convex_solution=Non
     if want_bound:
         _with_bound(stats, objective, _convex_bound(problem, M, (sol, *bound_extra)))
     ok, why = _verdict(stats, tol)
+    # the truncation inherits a convex solve that was not optimal (a failure where it has no point), else it is
+    # stationary or a heuristic point; the rank-constrained problem is not convex: never optimal
     if sol.status is not Status.OPTIMAL:
-        status = sol.status if sol.status.has_point else Status.ERROR
+        report = SolverReport.inherit(sol.status) if sol.status.has_point else SolverReport(Outcome.FAILED)
+    else:
+        report = SolverReport(Outcome.STATIONARY if ok else Outcome.COMPOSED)
+    status, _ = policy.decide(report, NoCertificate.NOT_TAKEN, convex=False)
+    if sol.status is not Status.OPTIMAL:
         message = (f"LMNN-S: the convex solve ended with status '{sol.status}' ({sol.message}); its truncation to "
                    f"rank {r} inherits it")
     elif ok:
-        status = Status.STATIONARY
         message = (f"{status.message}: LMNN-S rank {r}, truncation of the convex optimum, {why}; objective lost "
                    f"by the truncation {loss:.3g}")
     else:
-        status = Status.HEURISTIC
         message = (f"LMNN-S rank {r}: truncation of the convex optimum, a feasible rank-{r} point but not a "
                    f"stationary one (relative stationarity {rel:.2e} > tol {tol:g}); objective lost by the "
                    f"truncation {loss:.3g} ({stats['rel_truncation_loss']:.2e} relative). LMNN-R (method='R') "

@@ -208,8 +208,8 @@ def fit_multipass(estimator, X, y, passes, options=None):
     -------
     estimator
     """
-    from .certify.policy import settle
-    from .solution import Solution
+    from .certify import policy
+    from .certify.policy import Outcome, SolverReport
 
     options = dict(estimator._solve_options() if options is None else options)
     time_limit = options.get("time_limit")
@@ -226,21 +226,24 @@ def fit_multipass(estimator, X, y, passes, options=None):
     M = problem.check_metric(res.M)
     iters = sum(int(s.stats.get("iterations", 0)) for s in res.solutions)
     last = res.solutions[-1]
-    status = (Status.TIME_LIMIT if res.time_limited else Status.HEURISTIC) if last.status.has_point else last.status
-    sol = Solution(M=M, objective=problem.objective(M), status=status, backend=last.backend,
-                   solver=last.solver, stats={"iterations": iters, "passes": res.passes, "pass_times": res.times},
-                   L=res.L, message=(f"multi-pass LMNN, {res.passes} passes, each certified on its own "
-                                     f"(last pass: {last.message}); composed map of rank {res.L.shape[0]} on "
-                                     f"{X.shape[1]} features, certified below against LMNN on the input features "
-                                     "with the last pass's target neighbours, of which it solves the restriction "
-                                     "to the range of the earlier passes"))
-    tol = getattr(estimator, "tol", None)
+    point = {"M": M, "objective": problem.objective(M), "backend": last.backend, "solver": last.solver,
+             "stats": {"iterations": iters, "passes": res.passes, "pass_times": res.times}, "L": res.L}
+    message = (f"multi-pass LMNN, {res.passes} passes, each certified on its own (last pass: {last.message}); "
+               f"composed map of rank {res.L.shape[0]} on {X.shape[1]} features, certified below against LMNN on the "
+               "input features with the last pass's target neighbours, of which it solves the restriction to the "
+               "range of the earlier passes")
     if res.time_limited:
         limit_text = "the enclosing deadline" if time_limit is None else f"time limit {time_limit:g}s"
-        sol.message += f"; {limit_text} reached after {res.passes} of {passes} passes"
+        message += f"; {limit_text} reached after {res.passes} of {passes} passes"
+    # the composition is a heuristic step (cut short: a time limit); a last pass without a point passes its status on
+    if last.status.has_point:
+        report = SolverReport(Outcome.TIME_LIMIT if res.time_limited else Outcome.COMPOSED, message)
+    else:
+        report = SolverReport.inherit(last.status, message)
+    tol = getattr(estimator, "tol", None)
     with budget.closing():
-        sol = settle(problem, sol, 1e-6 if estimator.backend == "cvxpy" or tol is None else max(float(tol), 1e-6),
-                     t0)
+        sol = policy.settle(problem, report, point,
+                            1e-6 if estimator.backend == "cvxpy" or tol is None else max(float(tol), 1e-6), t0)
     estimator.problem_ = problem
     estimator.solution_ = sol
     estimator.certificate_ = sol.certificate

@@ -33,23 +33,26 @@ def pytest_configure(config):
 # ----------------------------------------------------------------------------- the status policy, on every solve
 @pytest.fixture(autouse=True)
 def _optimal_means_certified(monkeypatch):
-    """Every status the one status policy decides during any test: ``optimal`` only for a convex problem and, where
-    a certificate was asked for, only within its ``tol`` (with its lower bound not above its upper)."""
+    """Every status the one status policy decides during any test: ``optimal`` only for a convex problem and only
+    with a certificate within its ``tol`` (with its lower bound not above its upper), or where the caller declined
+    one (``certify=None``: the solver's own word)."""
     from metricopt.certify import policy
 
-    decide = policy.decide_status
+    decide = policy.decide
 
-    def checked(status, certificate, convex=True):
-        out = decide(status, certificate, convex)
+    def checked(report, certificate=None, convex=True):
+        out = decide(report, certificate, convex)
         if out[0] is policy.Status.OPTIMAL:
             assert convex, "a non-convex problem called optimal"
-        if out[0] is policy.Status.OPTIMAL and certificate is not None:  # (certify=None: the solver's own word)
-            assert certificate.rel_gap <= certificate.tol, (
-                f"optimal at a certified relative gap {certificate.rel_gap:.3e} above tol {certificate.tol:.1e}")
-            assert certificate.lower <= certificate.upper + 1e-12 * max(1.0, abs(certificate.upper))
+            if isinstance(certificate, policy.Certificate):
+                assert certificate.rel_gap <= certificate.tol, (
+                    f"optimal at a certified relative gap {certificate.rel_gap:.3e} above tol {certificate.tol:.1e}")
+                assert certificate.lower <= certificate.upper + 1e-12 * max(1.0, abs(certificate.upper))
+            else:
+                assert certificate is policy.NoCertificate.DECLINED, f"optimal without a certificate ({certificate})"
         return out
 
-    monkeypatch.setattr(policy, "decide_status", checked)
+    monkeypatch.setattr(policy, "decide", checked)
 
 
 # ----------------------------------------------------------------------------- shared data and solves

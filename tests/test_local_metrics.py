@@ -172,7 +172,7 @@ def test_batched_local_lmnn_is_certified_and_compiles_once_per_shape():
     assert loop.TRACES["run_chunk"] - before <= 1  # one trace for both batches (same shapes)
     assert res.stats["span_dim"] == 13  # 14 points in 64 dimensions: solved in their 13-dimensional span
     for r in (res, res2):
-        assert r.statuses == ["optimal"] * 3, r.rel_gaps
+        assert r.statuses == [mo.Status.OPTIMAL] * 3, r.rel_gaps
         assert max(r.rel_gaps) <= 1e-3
 
 

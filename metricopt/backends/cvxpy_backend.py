@@ -26,11 +26,11 @@ import numpy as np
 
 from .._deadline import Budget, deadline
 from .._validation import check_choice, check_int, check_real
-from ..certify.policy import settle
+from ..certify.policy import NoCertificate, Outcome, SolverReport, settle
 from ..errors import MetricoptError, ProblemTooLargeError, UnknownOptionError
 from ..linalg import project_psd, symmetrize
 from ..protocols import GeometryKind, HasPairs, RepairingTerm, TripletProblem
-from ..solution import Solution, Status
+from ..solution import Solution
 
 NAME = "cvxpy"
 
@@ -80,15 +80,16 @@ SCS_REFACTOR_ROOM = 4.0
 #: compilation just measured) would not end before it
 COMPILE_SECONDS_PER_SCALAR = 1e-6
 
-_STATUS = {
-    cp.OPTIMAL: Status.OPTIMAL,
-    cp.OPTIMAL_INACCURATE: Status.OPTIMAL_INACCURATE,
-    cp.INFEASIBLE: Status.INFEASIBLE,
-    cp.INFEASIBLE_INACCURATE: Status.INFEASIBLE,
-    cp.UNBOUNDED: Status.UNBOUNDED,
-    cp.UNBOUNDED_INACCURATE: Status.UNBOUNDED,
-    cp.USER_LIMIT: Status.ITERATION_LIMIT,
-    cp.SOLVER_ERROR: Status.ERROR,
+#: what each CVXPY status says the conic solver saw (the status is the policy's, metricopt.certify.policy)
+_OUTCOME = {
+    cp.OPTIMAL: Outcome.CONVERGED,
+    cp.OPTIMAL_INACCURATE: Outcome.INACCURATE,
+    cp.INFEASIBLE: Outcome.INFEASIBLE,
+    cp.INFEASIBLE_INACCURATE: Outcome.INFEASIBLE,
+    cp.UNBOUNDED: Outcome.UNBOUNDED,
+    cp.UNBOUNDED_INACCURATE: Outcome.UNBOUNDED,
+    cp.USER_LIMIT: Outcome.ITERATION_LIMIT,
+    cp.SOLVER_ERROR: Outcome.FAILED,
 }
 
 
@@ -218,7 +219,7 @@ class _OutOfTime(Exception):
 
 
 def _run(prog, solver, kw, verbose, budget=None):
-    """Solve ``prog``; returns ``(status, message)``. Under a time-limited ``budget`` the program is compiled
+    """Solve ``prog``; returns the :class:`~metricopt.certify.policy.SolverReport` of the run. Under a time-limited ``budget`` the program is compiled
     first and the solver then gets the seconds left to the budget's soft deadline, less its estimated set-up (at
     least :data:`MIN_SOLVER_SECONDS`), as its own time limit (:data:`TIME_OPTION`); a stop on it is ``time_limit``.
     Raises :class:`_OutOfTime`, the solver not run, when that set-up would end past the budget's hard deadline."""
@@ -251,24 +252,24 @@ def _run(prog, solver, kw, verbose, budget=None):
                                            solver_opts={**kw, **extra, TIME_OPTION[solver]: limit})
                 prog.unpack_results(raw, chain, inverse)
     except cp.error.SolverError as exc:
-        return Status.ERROR, f"{solver} failed: {exc}"
-    status = _STATUS.get(prog.status, Status.ERROR)
+        return SolverReport(Outcome.FAILED, f"{solver} failed: {exc}")
+    outcome = _OUTCOME.get(prog.status, Outcome.FAILED)
     stats = prog.solver_stats
     iters = None if stats is None else stats.num_iters
     if _stopped_on_time(prog, solver, kw, limit):
-        return Status.TIME_LIMIT, (f"{solver} stopped at its time limit ({limit:.3g} s of time_limit left for it) "
-                                   f"after {iters} iterations, '{prog.status}'")
-    if status is Status.OPTIMAL_INACCURATE and iters is not None:
+        return SolverReport(Outcome.TIME_LIMIT, f"{solver} stopped at its time limit ({limit:.3g} s of time_limit "
+                                                f"left for it) after {iters} iterations, '{prog.status}'")
+    if outcome is Outcome.INACCURATE and iters is not None:
         if iters >= kw.get("max_iters", kw.get("max_iter", np.inf)):
-            status = Status.ITERATION_LIMIT
-    if (status is Status.ITERATION_LIMIT and solver == "SCS" and kw.get("acceleration_lookback", None) != 0
+            outcome = Outcome.ITERATION_LIMIT
+    if (outcome is Outcome.ITERATION_LIMIT and solver == "SCS" and kw.get("acceleration_lookback", None) != 0
             and not (budget is not None and budget.expired())):
         # SCS's Anderson acceleration can cycle short of the requested accuracy (measured with SCS 3.3.1
         # on diagonal MMC, 42 iris points: 100,000 iterations at 'optimal_inaccurate'; without it,
         # 'optimal' in 10,650): retry once without it before reporting the limit (within the time left)
-        retried, note = _run(prog, solver, {**kw, "acceleration_lookback": 0}, verbose, budget)
-        return retried, f"{note} (retried without Anderson acceleration after the iteration limit)"
-    return status, f"{solver} returned '{prog.status}'"
+        retried = _run(prog, solver, {**kw, "acceleration_lookback": 0}, verbose, budget)
+        return retried.because(f"{retried.reason} (retried without Anderson acceleration after the iteration limit)")
+    return SolverReport(outcome, f"{solver} returned '{prog.status}'")
 
 
 def _stopped_on_time(prog, solver, kw, limit):
@@ -396,24 +397,25 @@ def solve(problem, **options):
     opts = Options.resolve(problem, options)
     budget = Budget.start(opts.time_limit)
     with budget.running():
-        sol, search_time = _solve(problem, opts, budget)
-    certify = opts.certify
-    if budget.limited and certify is not None and certify is not False and sol.M is not None and search_time > 0:
+        report, point, search_time = _solve(problem, opts, budget)
+    certify, missing = opts.certify, None
+    if (budget.limited and certify is not None and certify is not False and point["M"] is not None
+            and search_time > 0):
         # the certificate searches every triplet again: skip it, saying so, when the last search would not fit
-        # (its conic programs, if any, are bounded by the deadline in force, and skipped once it has passed)
+        # (its conic programs, if any, are bounded by the deadline in force, and skipped once it has passed); the
+        # solver's word alone is then never 'optimal' (the policy says 'time_limit')
         if time.perf_counter() + search_time > budget.hard:
-            certify = None
-            sol.message += (f"; certificate skipped: the time limit leaves less than the last search of all "
-                            f"triplets took ({search_time:.2g} s)")
-            if sol.status is Status.OPTIMAL:  # the solver's word alone is never 'optimal'
-                sol.status = Status.TIME_LIMIT
+            certify, missing = None, NoCertificate.OUT_OF_TIME
+            report = report.because(f"{report.reason}; certificate skipped: the time limit leaves less than the last "
+                                    f"search of all triplets took ({search_time:.2g} s)")
     with budget.closing():
-        return finalize(problem, sol, certify, budget.t0)
+        return finalize(problem, report, point, certify, budget.t0, missing)
 
 
 def _solve(problem, opts, budget):
-    """The working-set loop of :func:`solve` (within ``budget``): the uncertified Solution and the duration
-    of its last search of all triplets (0 when none was made)."""
+    """The working-set loop of :func:`solve` (within ``budget``): the solver's report, its point (the Solution's
+    fields, uncertified, without a status) and the duration of its last search of all triplets (0 when none was
+    made)."""
     solver, tol, max_rounds, working_set, min_add = opts.solver, opts.tol, opts.max_rounds, opts.working_set, opts.min_add
     init, verbose = opts.init, opts.verbose
     kw = _solver_kwargs(solver, tol, opts.max_iter, timed=budget.limited)
@@ -446,7 +448,7 @@ def _solve(problem, opts, budget):
     _check_size(problem, [len(s) for s in sets.values()])
 
     history, iters, rounds, search_time = [], 0, 0, 0.0
-    status, message, Vval, solver_obj = Status.ERROR, "", None, None
+    report, Vval, solver_obj = SolverReport(Outcome.FAILED), None, None
     while True:
         rounds += 1
         tr = time.perf_counter()
@@ -456,26 +458,27 @@ def _solve(problem, opts, budget):
                 compile_time = COMPILE_SECONDS_PER_SCALAR * float(prog.size_metrics.num_scalar_data)
                 if time.perf_counter() + compile_time > budget.hard:
                     raise _OutOfTime(f"compiling the program would take about {compile_time:.2g} s")
-            status, message = _run(prog, solver, kw, verbose and rounds == 1, budget)
+            report = _run(prog, solver, kw, verbose and rounds == 1, budget)
         except _OutOfTime as exc:
             # this round alone would break the promise: keep the point at hand (round 1: the start, unsolved)
-            status, message = Status.TIME_LIMIT, f"{limit_text}: in working-set round {rounds}, {exc}, more than is left"
+            message = f"{limit_text}: in working-set round {rounds}, {exc}, more than is left"
             if Vval is None:
                 Vval = _start_point(problem, V0)
                 message += (f"; returned the start ({start}) unsolved" if Vval is not None
                             else "; the start is infeasible, no metric")
+            report = SolverReport(Outcome.TIME_LIMIT, message)
             break
         st = prog.solver_stats
         iters += int(st.num_iters or 0) if st is not None else 0
         # the round's time outside the solver's iterations: building, compiling, the solver's set-up
         overhead = time.perf_counter() - tr - (float(st.solve_time or 0.0) if st is not None else 0.0)
-        if not status.has_point or V["_M"].value is None:
+        if not report.has_point or V["_M"].value is None:
             break
         Vval = _values(problem, V)
         solver_obj = float(prog.value) * float(problem.obj_scale)
-        if status is Status.TIME_LIMIT:  # the last point: no search for violators it has no time to add
+        if report.kind is Outcome.TIME_LIMIT:  # the last point: no search for violators it has no time to add
             if ws_idx:
-                message += f" in working-set round {rounds}"
+                report = report.because(f"{report.reason} in working-set round {rounds}")
             break
         added, worst = 0, -np.inf
         ts = time.perf_counter()
@@ -495,17 +498,17 @@ def _solve(problem, opts, budget):
             break
         _check_size(problem, [len(s) for s in sets.values()])
         if rounds >= max_rounds:
-            status = Status.ITERATION_LIMIT
-            message = f"working-set loop stopped after {rounds} rounds with {added} violated triplets still outside"
+            report = SolverReport(Outcome.ITERATION_LIMIT, f"working-set loop stopped after {rounds} rounds with "
+                                                           f"{added} violated triplets still outside")
             break
         left = budget.left()
         if left is not None and left <= ROUND_OVERHEAD * overhead:
-            status = Status.TIME_LIMIT
-            message = (f"{limit_text} reached after {rounds} working-set round(s) with {added} "
-                       "violated triplets still outside" + ("" if left <= 0 else
-                                                             f" (the {left:.2g} s left would not cover the next "
-                                                             f"round's compilation and set-up, {overhead:.2g} s "
-                                                             "in the last one)"))
+            report = SolverReport(Outcome.TIME_LIMIT,
+                                  f"{limit_text} reached after {rounds} working-set round(s) with {added} "
+                                  "violated triplets still outside" + ("" if left <= 0 else
+                                                                        f" (the {left:.2g} s left would not cover the "
+                                                                        f"next round's compilation and set-up, "
+                                                                        f"{overhead:.2g} s in the last one)"))
             break
 
     stats = {
@@ -519,19 +522,19 @@ def _solve(problem, opts, budget):
         "solver_tol": tol,
     }
     if Vval is None:
-        msg = message
-        if status is Status.INFEASIBLE and problem.method == "POLA":
+        msg = report.reason
+        if report.kind is Outcome.INFEASIBLE and problem.method == "POLA":
             msg += "; the hard-margin POLA program has no solution on these pairs: pass C (soft margin), e.g. C=1.0"
-        return Solution(M=None, objective=float("nan"), status=status, backend="cvxpy", solver=solver, stats=stats,
-                        message=msg), search_time
+        return (report.because(msg), {"M": None, "objective": float("nan"), "backend": "cvxpy", "solver": solver,
+                                      "stats": stats}, search_time)
     objective = problem._objective(Vval)
     viol = problem.max_violation(Vval)
     stats["max_violation"] = viol
     extra = {k: Vval[k] for k in problem.extra_variables}
-    msg = f"{message}; {rounds} working-set round(s), max constraint violation {viol:.2e}"
-    sol = Solution(M=Vval["M"], objective=objective, status=status, backend="cvxpy", solver=solver,
-                   stats=stats, variables=extra, message=msg)
-    return sol, search_time
+    msg = f"{report.reason}; {rounds} working-set round(s), max constraint violation {viol:.2e}"
+    point = {"M": Vval["M"], "objective": objective, "backend": "cvxpy", "solver": solver, "stats": stats,
+             "variables": extra}
+    return report.because(msg), point, search_time
 
 
 def _start_point(problem, V0):
@@ -567,10 +570,11 @@ def _first_order_point(problem, budget):
     return rough if rough.M is not None else None
 
 
-def finalize(problem, sol, certify_tol, t0):
-    """Attach a duality-gap certificate and let it, not the solver's word, decide optimality
-    (:func:`metricopt.certify.policy.settle`, the one status policy)."""
-    return settle(problem, sol, certify_tol, t0)
+def finalize(problem, report, point, certify_tol, t0, missing=None):
+    """The Solution of ``point``: a duality-gap certificate attached, and the status decided from the solver's
+    ``report`` and that certificate, not from the solver's word alone (:func:`metricopt.certify.policy.settle`,
+    the one status policy)."""
+    return settle(problem, report, point, certify_tol, t0, missing)
 
 
 def _values(problem, V):

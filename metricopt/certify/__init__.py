@@ -12,7 +12,8 @@ from .agreement import AgreementReport, check_agreement
 from .certificate import Certificate, Verdict
 from .core import CERTIFIERS, Certifier, certify, register_certifier
 from .dual import DualSummary, dual_summary
-from .policy import decide_status, settle
+from .policy import NoCertificate, Outcome, SolverReport, decide, decide_status, settle
 
 __all__ = ["certify", "Certificate", "Verdict", "check_agreement", "AgreementReport", "DualSummary",
-           "dual_summary", "register_certifier", "CERTIFIERS", "Certifier", "decide_status", "settle"]
+           "dual_summary", "register_certifier", "CERTIFIERS", "Certifier", "decide", "decide_status", "settle",
+           "SolverReport", "Outcome", "NoCertificate"]

@@ -13,7 +13,7 @@ from numpy.typing import ArrayLike
 from ..baselines import ClosedForm, lda_map, pca_map, rca_map, whitening_map
 from ..errors import InputError
 from ..linalg import symmetrize
-from ..solution import Solution, Status
+from ..solution import Solution
 from ._params import Interval
 from .base import FitResult, MetricLearner, fit_estimator
 
@@ -42,9 +42,14 @@ class _ClosedFormLearner(MetricLearner):
         t0 = time.perf_counter()
         L, criterion, stats = self._map(X, y)
         stats["time"] = time.perf_counter() - t0
-        sol = Solution(M=symmetrize(L.T @ L), L=L, objective=float(criterion), status=Status.CLOSED_FORM,
+        from ..certify import policy
+        from ..certify.policy import NoCertificate, Outcome, SolverReport
+
+        # an eigendecomposition: no certificate, its status the policy's (as every status)
+        status, _ = policy.decide(SolverReport(Outcome.CLOSED_FORM), NoCertificate.NOT_TAKEN)
+        sol = Solution(M=symmetrize(L.T @ L), L=L, objective=float(criterion), status=status,
                        backend="numpy", solver=self.method, stats={"iterations": 0, **stats},
-                       message=f"{Status.CLOSED_FORM.message} ({self.method}: {stats.get('criterion', '')})")
+                       message=f"{status.message} ({self.method}: {stats.get('criterion', '')})")
         return FitResult(self._make_problem(X, y), sol, components=L, certificate=None)
 
     def fit(self, X: ArrayLike, y: ArrayLike | None = None):

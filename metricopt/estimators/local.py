@@ -15,7 +15,7 @@ from .._validation import check_choice, check_y
 from ..baselines import ClosedForm
 from ..linalg import symmetrize
 from ..local.taxonomy import DEFAULTS, HOW, WHEN, WHERE, LocalMetrics, _Space, check_cell, column_of, fit_local_metrics
-from ..solution import Solution, Status
+from ..solution import Solution
 from ._params import Choices, Interval
 from .base import FitResult, ModelState, ModelStateError, ProblemFitMixin, check_fitted_input, fit_estimator
 
@@ -178,11 +178,15 @@ class LocalMetricKNN(ProblemFitMixin, ClassifierMixin, BaseEstimator):
         t0 = time.perf_counter()
         model = fit_local_metrics(X, y, self.how.lower(), self.where.lower(), self.when.lower(), **self._options())
         sol = model.global_solution
-        if sol is None:  # LDA: the global metric in closed form
+        if sol is None:  # LDA: the global metric in closed form (its status the policy's, as every status)
+            from ..certify import policy
+            from ..certify.policy import NoCertificate, Outcome, SolverReport
+
             L = model.space.L
-            sol = Solution(M=symmetrize(L.T @ L), L=L, objective=0.0, status=Status.CLOSED_FORM, backend="numpy",
+            status, _ = policy.decide(SolverReport(Outcome.CLOSED_FORM), NoCertificate.NOT_TAKEN)
+            sol = Solution(M=symmetrize(L.T @ L), L=L, objective=0.0, status=status, backend="numpy",
                            solver="regularised LDA", stats={"iterations": 0, "time": time.perf_counter() - t0},
-                           message=f"{Status.CLOSED_FORM.message} (regularised LDA, lambda = {self.lda_reg:g})")
+                           message=f"{status.message} (regularised LDA, lambda = {self.lda_reg:g})")
         attributes = {"local_": model, "column_": column_of(model.where, model.when), "components_": model.space.L,
                       "classes_": model.classes}
         return FitResult(self._make_problem(X, y), sol, components=model.space.L, attributes=attributes,

@@ -28,7 +28,8 @@ certificates each; here they are solved as one batch:
   each problem's smoothing width. The active set holds every triplet (no re-checks are needed).
 * **Honest statuses.** Each problem's exact objective is recomputed in float64 from its metric;
   ``certify=True`` certifies each one (:func:`metricopt.certify`, status ``optimal`` only when its
-  relative gap is at most ``tol``), otherwise the status is ``uncertified``.
+  relative gap is at most ``tol``, else ``optimal_inaccurate``), otherwise the status is ``uncertified``;
+  every status is the one status policy's (:func:`metricopt.certify.policy.decide`).
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ class LocalSet:
 
 @dataclass
 class BatchResult:
-    """Per problem: the metric in input space, the exact objective, the status, the certified gap."""
+    """Per problem: the metric in input space, the exact objective, the status (a
+    :class:`~metricopt.solution.Status`), the certified gap."""
 
     metrics: list
     objectives: np.ndarray
@@ -146,6 +148,8 @@ def solve_lmnn_batch(sets, k=3, mu=0.5, reg=1e-2, base=None, max_iter=2000, chun
     from ..backends.jax.geometry import Setup
     from ..backends.jax.solvers import FISTA
     from ..certify import certify as certify_fn
+    from ..certify import policy
+    from ..certify.policy import NoCertificate, Outcome, SolverReport
     from ..problems.lmnn import LMNNProblem
     from ..problems.terms import Trace
 
@@ -218,16 +222,14 @@ def solve_lmnn_batch(sets, k=3, mu=0.5, reg=1e-2, base=None, max_iter=2000, chun
                 break
     metrics, objectives, statuses, gaps = [], [], [], []
     P_perp = [np.eye(d) - Q @ Q.T for Q in bases]
+    # the loop's own word: its continuation ran (to s_stop or max_iter); the certificate, where taken, decides
+    report = SolverReport(Outcome.CONVERGED, f"batched FISTA continuation, {it} iterations")
     for b, (p, Q) in enumerate(zip(problems, bases)):
         N = setups[b].to_point(state_b["M"][b])["M"]
         objectives.append(p.objective(N))
-        if certify:
-            cert = certify_fn(p, N, tol=tol)
-            gaps.append(float(cert.rel_gap))
-            statuses.append("optimal" if cert.rel_gap <= tol else "not_certified")
-        else:
-            gaps.append(None)
-            statuses.append("uncertified")
+        cert = certify_fn(p, N, tol=tol) if certify else None
+        gaps.append(None if cert is None else float(cert.rel_gap))
+        statuses.append(policy.decide(report, NoCertificate.NOT_TAKEN if cert is None else cert, p.is_convex)[0])
         Mb = Q @ N @ Q.T + P_perp[b] @ G @ P_perp[b]
         metrics.append(0.5 * (Mb + Mb.T))
     return BatchResult(metrics, np.asarray(objectives), statuses, gaps, it,

@@ -71,6 +71,15 @@ from .lda import regularized_lda
 
 __all__ = ["HOW", "WHERE", "WHEN", "VALID", "LocalMetrics", "fit_local_metrics", "column_of", "with_cell"]
 
+
+def _closed_form_code():
+    """The status code of a local metric fitted in closed form (regularised LDA): the one status policy's."""
+    from ..certify import policy
+    from ..certify.policy import NoCertificate, Outcome, SolverReport
+
+    return policy.decide(SolverReport(Outcome.CLOSED_FORM), NoCertificate.NOT_TAKEN)[0].code
+
+
 HOW = ("lda", "lmnn", "hybrid")
 WHERE = ("global", "class", "exemplar", "test")
 WHEN = ("offline", "online", "interpolated", "line")
@@ -199,7 +208,7 @@ class LocalMetrics:
                 L = regularized_lda(self.X[idx], self.y[idx], weights=w, lam=self.p["lda_reg"],
                                     n_bags=self.p["n_bags"], random_state=self.p["random_state"])
                 out[r] = L.T @ L
-                self._count("closed_form")
+                self._count(_closed_form_code())
         if lmnn_sets:
             size = self.p["batch_size"]
             for s in range(0, len(lmnn_sets), size):
@@ -208,7 +217,7 @@ class LocalMetrics:
                                        certify=self.p["certify_local"], tol=self.p["local_tol"])
                 for r, M, st in zip(lmnn_rows[s:s + size], res.metrics, res.statuses):
                     out[r] = M
-                    self._count(st)
+                    self._count(st.code)
         return out
 
     def _class_metrics(self):
@@ -254,7 +263,7 @@ class LocalMetrics:
             L = regularized_lda(X[idx], y[idx], lam=self.p["lda_reg"], n_bags=self.p["n_bags"],
                                 random_state=self.p["random_state"])
             out.append(L.T @ L)
-            self._count("closed_form")
+            self._count(_closed_form_code())
         return np.stack(out)
 
     # ------------------------------------------------------------------ interpolation

@@ -6,7 +6,8 @@ the exact objective) with a jitted **chunk** of solver iterations (:func:`.loop.
 concern is one small method of :class:`Run`: :meth:`Run.recheck`, :meth:`Run.rolled_back`,
 :meth:`Run.measure` (certificate or stationarity), :meth:`Run.notify` (verbose line, callback),
 :meth:`Run.stop_reason`, :meth:`Run.step`, and :meth:`Run.result` / :meth:`Run.factor_result`.
-The status of the result is decided by :func:`metricopt.certify.policy.decide_status` only.
+Each stop is a :class:`~metricopt.certify.policy.SolverReport` (what the loop saw); the status of the result is
+decided from it by :func:`metricopt.certify.policy.decide` only.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ import numpy as np
 
 from ..._deadline import Budget, deadline
 from ...certify.certificate import Verdict
-from ...certify.policy import decide_status
+from ...certify import policy
+from ...certify.policy import NoCertificate, Outcome, SolverReport
 from ...errors import InputError
 from ...protocols import CertifiableTerm, DualPiece
-from ...solution import Solution, Status
+from ...solution import Solution
 from .prox import plan
 
 #: consecutive chunks without any change of M after which the solve is declared stalled
@@ -169,7 +171,7 @@ class Run:
             return self._run()
 
     def _run(self):
-        status, message = None, ""
+        report = None
         while True:
             V = self.setup.to_point(self.Z)
             tr = time.perf_counter()
@@ -181,7 +183,7 @@ class Run:
                 continue
             self.rejections = 0
             if not np.isfinite(obj) or not np.all(np.isfinite(self.Z)):
-                status, message = Status.ERROR, f"non-finite objective or metric at iteration {self.it}"
+                report = SolverReport(Outcome.FAILED, f"non-finite objective or metric at iteration {self.it}")
                 break
             # constrained problems (hard-margin POLA) keep the last iterate; the others the best one seen
             if self.best is None or obj < self.best[0] or self.problem.constraints:
@@ -197,17 +199,17 @@ class Run:
             stationary = self.measure(V, entry, actives, now, done)
             self.history.append(entry)
             stop_requested = self.notify(V, entry)
-            status, message = self.stop_reason(entry, stationary, stop_requested, done)
-            if status is not None:
-                if status is Status.EARLY_STOPPED:
+            report = self.stop_reason(entry, stationary, stop_requested, done)
+            if report is not None:
+                if report.kind is Outcome.STOPPED:
                     self.stopped = (V, self.it)
                 break
-            status, message = self.step(actives, new_viol, obj)
-            if status is not None:
+            report = self.step(actives, new_viol, obj)
+            if report is not None:
                 break
         if self.factor or not self.certifiable:
-            return self.factor_result(status, message)
-        return self.result(status, message)
+            return self.factor_result(report)
+        return self.result(report)
 
     # ------------------------------------------------------------------ re-check
     def recheck(self, V):
@@ -418,33 +420,35 @@ class Run:
         return bool(answer)
 
     def stop_reason(self, entry, stationary, stop_requested, done):
-        """``(status, message)`` when the solve stops at this re-check, else ``(None, "")``: a certified
-        optimum wins over a callback's request, which wins over the iteration or time limit."""
+        """The :class:`~metricopt.certify.policy.SolverReport` when the solve stops at this re-check, else
+        ``None``: a certified optimum wins over a callback's request, which wins over the iteration or time limit."""
         it, tol = self.it, self.opts.tol
         if entry["rel_gap"] is not None and self.cert.rel_gap <= tol:
-            return Status.OPTIMAL, f"certificate within tol {tol:.1e} after {it} iterations"
+            return SolverReport(Outcome.CONVERGED, f"certificate within tol {tol:.1e} after {it} iterations")
         if stationary and not self.certifiable:
-            return Status.UNCERTIFIED, (f"first-order optimality: relative projected-gradient step "
-                                        f"{entry['first_order']:.2e} <= tol {tol:.1e} after {it} iterations; no "
-                                        "certificate exists for this problem's terms")
+            return SolverReport(Outcome.CONVERGED, f"first-order optimality: relative projected-gradient step "
+                                                   f"{entry['first_order']:.2e} <= tol {tol:.1e} after {it} "
+                                                   "iterations; no certificate exists for this problem's terms")
         if stationary:
-            return Status.STATIONARY, (f"relative gradient norm {entry['stationarity']:.2e} <= tol {tol:.1e} after "
-                                       f"{it} iterations")
+            return SolverReport(Outcome.STATIONARY, f"relative gradient norm {entry['stationarity']:.2e} <= tol "
+                                                    f"{tol:.1e} after {it} iterations")
         if stop_requested:
-            return Status.EARLY_STOPPED, f"the callback stopped the solve at iteration {it}"
+            return SolverReport(Outcome.STOPPED, f"the callback stopped the solve at iteration {it}")
         if done:
             if it >= self.opts.max_iter:
-                return Status.ITERATION_LIMIT, f"stopped after {it} {'passes' if self.online else 'iterations'}"
+                return SolverReport(Outcome.ITERATION_LIMIT,
+                                    f"stopped after {it} {'passes' if self.online else 'iterations'}")
             limit = ("the enclosing solve's deadline" if self.opts.time_limit is None
                      else f"time limit {self.opts.time_limit:g}s")
-            return Status.TIME_LIMIT, f"{limit} reached after {it} iterations"
-        return None, ""
+            return SolverReport(Outcome.TIME_LIMIT, f"{limit} reached after {it} iterations")
+        return None
 
     # ------------------------------------------------------------------ one chunk
     def step(self, actives, new_viol, obj):
         """One jitted chunk of iterations (online: one pass over the pairs per iteration), after the
         re-check interval's update and the solver's own step between chunks (FISTA: the smoothing
-        continuation). Returns ``(status, message)`` when the iterates stalled, else ``(None, "")``."""
+        continuation). Returns the :class:`~metricopt.certify.policy.SolverReport` when the iterates stalled, else
+        ``None``."""
         import jax.numpy as jnp
 
         from .loop import run_chunk
@@ -471,45 +475,47 @@ class Run:
         self.it = self.state_iters = int(self.state["iterations"])
         self.unchanged = self.unchanged + 1 if np.array_equal(self.Z, Z_prev) else 0
         if self.unchanged < STALL_CHUNKS:
-            return None, ""
+            return None
         if self.factor:
-            return Status.ITERATION_LIMIT, (
+            return SolverReport(Outcome.ITERATION_LIMIT, (
                 f"the iterates stalled at iteration {self.it} (relative gradient norm "
-                f"{self.history[-1].get('stationarity', float('nan')):.2e} > tol {opts.tol:.1e}): not shown stationary")
+                f"{self.history[-1].get('stationarity', float('nan')):.2e} > tol {opts.tol:.1e}): not shown stationary"))
         message = f"the iterates stalled at iteration {self.it}"
         if self.online:
             message = (f"the online algorithm made no update in pass {self.it}: every pair meets its margin; an online "
                        "learner stops at a feasible point, not at the batch optimum (use solver='fista' or the "
                        "exact backend for that)")
         if not self.certifiable:
-            return Status.ITERATION_LIMIT, (f"{message} (relative projected-gradient step "
-                                            f"{self.history[-1].get('first_order', float('nan')):.2e} > tol "
-                                            f"{opts.tol:.1e}; no certificate exists for this problem's terms)")
+            return SolverReport(Outcome.ITERATION_LIMIT, (f"{message} (relative projected-gradient step "
+                                                          f"{self.history[-1].get('first_order', float('nan')):.2e} "
+                                                          f"> tol {opts.tol:.1e}; no certificate exists for this "
+                                                          "problem's terms)"))
         # certify the last iterate before stopping
         V = self.setup.to_point(self.Z)
         self.cert, self.cert_V, self.cert_it = self._certify(V, final=True), V, self.it
-        return Status.OPTIMAL_INACCURATE, message
+        return SolverReport(Outcome.INACCURATE, message)
 
     # ------------------------------------------------------------------ results
-    def result(self, status, message):
+    def result(self, report):
         """A certified optimum, the iterate a callback stopped at, else the best iterate seen at a re-check
-        (certified); the status from :func:`~metricopt.certify.policy.decide_status`."""
-        if status is Status.OPTIMAL or self.best is None:
+        (certified); the status from :func:`~metricopt.certify.policy.decide`."""
+        message, missing = report.reason, NoCertificate.NOT_TAKEN
+        if report.kind is Outcome.CONVERGED or self.best is None:
             V_out, it_out = self.cert_V, self.cert_it
         else:
-            V_out, it_out = self.stopped if status is Status.EARLY_STOPPED else self.best[1:]
+            V_out, it_out = self.stopped if report.kind is Outcome.STOPPED else self.best[1:]
             if self.cert_V is None or V_out is not self.cert_V:
                 if self.budget.limited and time.perf_counter() + self.recheck_time > self.budget.hard:
                     # the certificate searches every triplet like a re-check: not within the time limit
-                    self.cert = None
+                    self.cert, missing = None, NoCertificate.OUT_OF_TIME
                     message += (f"; certificate skipped: the time limit leaves less than a search of all triplets "
                                 f"takes ({self.recheck_time:.2g} s)")
                 else:
                     self.cert = self._certify(V_out, final=True)
                 self.cert_V, self.cert_it = V_out, it_out
-            status, note = decide_status(status, self.cert)
-            if note:
-                message += f"; {note}"
+        status, note = policy.decide(report, missing if self.cert is None else self.cert, convex=True)
+        if note:
+            message += f"; {note}"
         name, state, cert = self.solver.name, self.state, self.cert
         if V_out is None:
             return Solution(M=None, objective=float("nan"), status=status, backend="jax", solver=name,
@@ -549,11 +555,13 @@ class Run:
                         status=status, backend="jax", solver=name, stats=stats,
                         message=f"{status.message} ({message})", certificate=cert, variables=variables)
 
-    def factor_result(self, status, message):
-        """The Solution of a non-convex (factor geometry) solve: the iterate shown stationary, else the best
-        iterate seen at a re-check, ``M = L^T L`` with its ``(r, d)`` factor, no certificate, never ``optimal``."""
-        obj, V, it_out = self.current if status in (Status.STATIONARY, Status.UNCERTIFIED) else self.best
-        status, note = decide_status(status, None, convex=self.problem.is_convex)
+    def factor_result(self, report):
+        """The Solution of a non-convex (factor geometry) solve, or of a convex one no certificate covers: the
+        iterate shown stationary (first-order optimal), else the best iterate seen at a re-check, ``M = L^T L`` with
+        its ``(r, d)`` factor, no certificate, never ``optimal``."""
+        message = report.reason
+        obj, V, it_out = self.current if report.kind in (Outcome.STATIONARY, Outcome.CONVERGED) else self.best
+        status, note = policy.decide(report, NoCertificate.NOT_TAKEN, convex=self.problem.is_convex)
         if note:
             message += f"; {note}"
         state, history = self.state, self.history
