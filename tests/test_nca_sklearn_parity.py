@@ -2,7 +2,7 @@
 
 Our own versions of the cases of scikit-learn's ``sklearn/neighbors/tests/test_nca.py`` (1.9), run on
 ``mo.NCA``: same data and the same claims, metricopt's messages (``InputError`` is a ``ValueError``)
-and, where a case tests a scikit-learn internal (its private loss, its verbose table), the nearest
+and, where a case tests a scikit-learn internal (its private loss), the nearest
 public metricopt equivalent or a skip that says why.
 """
 
@@ -158,12 +158,46 @@ def test_warm_start_effectiveness():
     assert moved[False] > moved[True]
 
 
-@pytest.mark.skip(reason="scikit-learn's verbose output is its own table ('[NeighborhoodComponentsAnalysis] "
-                         "Iteration  Objective Value  Time(s)' and 'Finding principal components... done'); "
-                         "mo.NCA(verbose=True) prints the JAX loop's lines, a different format by design")
+def _check_verbose_table(out, init_name):
+    """scikit-learn's test_verbose claims on ``out``, with ``[NCA]`` for ``[NeighborhoodComponentsAnalysis]``."""
+    msgs = {"pca": "Finding principal components", "lda": "Finding most discriminative components"}
+    lines = re.split("\n+", out)
+    if init_name in msgs:  # pca or lda: a line on the initialisation first
+        assert re.match(msgs[init_name] + r"\.\.\. done in \ *\d+\.\d{2}s", lines[0])
+        lines = lines[1:]
+    assert lines[0] == "[NCA]"
+    header = "{:>10} {:>20} {:>10}".format("Iteration", "Objective Value", "Time(s)")
+    assert lines[1] == f"[NCA] {header}"
+    assert lines[2] == f"[NCA] {'-' * len(header)}"
+    for i, line in enumerate(lines[3:-2]):  # iterations 0 (the start), 1, 2, ...
+        assert re.match(r"\[NCA\] *\d+ *\d\.\d{6}e[+|-]\d+\ *\d+\.\d{2}", line), line
+        assert int(line.split()[1]) == i
+    assert re.match(r"\[NCA\] Training took\ *\d+\.\d{2}s\.", lines[-2])
+    assert lines[-1] == ""
+    return lines
+
+
+@quiet
 @pytest.mark.parametrize("init_name", ["pca", "lda", "identity", "random", "precomputed"])
-def test_verbose(init_name):
-    pass  # pragma: no cover
+def test_verbose(init_name, capsys):
+    rng = np.random.RandomState(42)
+    X, y = make_blobs(n_samples=30, centers=6, n_features=5, random_state=0)
+    init = rng.randn(X.shape[1], X.shape[1]) if init_name == "precomputed" else init_name
+    nca = mo.NCA(verbose=1, init=init).fit(X, y)
+    lines = _check_verbose_table(capsys.readouterr().out, init_name)
+    assert len(lines) - 5 == nca.n_iter_ + 1  # a line per iteration and the start's
+    value = float(lines[-3].split()[2])  # the objective maximised (f), as scikit-learn prints it
+    assert value == pytest.approx(-nca.solution_.objective, rel=1e-6)
+
+
+@quiet
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+def test_verbose_on_either_path(backend, capsys):
+    # the blobs above are separated from the start (no iteration); iris takes some
+    nca = mo.NCA(verbose=1, init="identity", max_iter=12, backend=backend).fit(IRIS_X, IRIS_Y)
+    lines = _check_verbose_table(capsys.readouterr().out, "identity")
+    assert nca.solution_.backend == backend and len(lines) - 5 == nca.n_iter_ + 1 == 13
+    assert float(lines[-3].split()[2]) == pytest.approx(-nca.solution_.objective, rel=1e-6)
 
 
 def test_no_verbose(capsys):
@@ -194,15 +228,20 @@ def test_one_class():
 
 
 @quiet
-def test_callback(capsys):
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+def test_callback(backend, capsys):
     max_iter = 10
+    maps = []
 
     def report(transformation, n_iter):
         assert transformation.shape == (IRIS_X.shape[1] ** 2,)
+        maps.append(transformation.reshape(IRIS_X.shape[1], -1))
         print(f"{max_iter - n_iter} iterations remaining...")
 
-    mo.NCA(max_iter=max_iter, callback=report, verbose=1).fit(IRIS_X, IRIS_Y)
+    nca = mo.NCA(max_iter=max_iter, callback=report, verbose=1, backend=backend).fit(IRIS_X, IRIS_Y)
     assert f"{max_iter - 1} iterations remaining..." in capsys.readouterr().out
+    assert len(maps) == max_iter  # the last one: the fitted map's metric
+    np.testing.assert_allclose(maps[-1].T @ maps[-1], nca.components_.T @ nca.components_, rtol=1e-8, atol=1e-10)
 
 
 @quiet

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+import time
 import warnings
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from ..backends.jax import LBFGS
 from ..errors import InputError
 from ..problems import NCAProblem
-from ..solution import Status
-from ..solving import solve_from_starts
+from ..solution import Solution, Status
 from ._params import Choices, Interval
 from .base import FitResult, MetricLearner
 
@@ -26,11 +25,25 @@ __all__ = ["NCA"]
 #: f = 1014 / 1018 / 1038 (scikit-learn: 989); ``benchmarks/results/nca_anchors.md``
 LBFGS_MAX_STEP = 0.03
 
+#: ``backend="auto"`` runs the NumPy L-BFGS (:mod:`metricopt.estimators.nca_numpy`) for ``solver="lbfgs"`` unless the
+#: problem has ``n^2 r >= ACCELERATOR_WORK`` and JAX's default device is an accelerator (GPU, TPU). On a CPU the NumPy
+#: path is the faster one at every size measured, warm JAX included (2 cores under a load of 5-7, Gaussian classes,
+#: 30 L-BFGS iterations from the same start, ms per objective-and-gradient evaluation, NumPy / warm JAX; n x d -> r):
+#: 150 x 4 -> 4: 0.52 / 0.78 (JAX's first fit compiles for 3 s); 500 x 16 -> 2: 1.6 / 5.9; 1000 x 30 -> 2: 7.3 / 22;
+#: 1000 x 30 -> 30: 8.6 / 50; 2000 x 16 -> 2: 19 / 45; 2000 x 64 -> 64: 44 / 154; 4000 x 16 -> 2: 50 / 363;
+#: 3000 x 100 -> 100: 172 / 444. On an accelerator nothing was measured (none was at hand); above this size (a NumPy
+#: fit of seconds on a CPU, where a compilation is a small share) the JAX loop is kept there, as before the NumPy
+#: path existed
+ACCELERATOR_WORK = 1e7
+#: the backends of :class:`NCA` (``backend=``)
+NCA_BACKENDS = ("auto", "numpy", "jax")
+
 
 class NCA(MetricLearner):
     r"""Neighbourhood components analysis (Goldberger, Roweis, Hinton & Salakhutdinov, NIPS 2004).
 
-    Fits :class:`~metricopt.NCAProblem` on the JAX backend's loop:
+    Fits :class:`~metricopt.NCAProblem` by L-BFGS in NumPy (:mod:`metricopt.estimators.nca_numpy`, no compilation) or on
+    the JAX backend's loop:
 
     .. math::
 
@@ -41,6 +54,12 @@ class NCA(MetricLearner):
     Not convex: the result is a stationary point of the best of ``n_restarts`` starts (status
     ``stationary``, or ``iteration_limit`` where the solver ran out of iterations), never certified
     as optimal (``certificate_`` is None).
+
+    Measured against scikit-learn's ``NeighborhoodComponentsAnalysis`` from the same PCA start, cold fits on 2
+    shared cores (``benchmarks/results/nca_anchors.md``): digits PCA-30 (1257 points) to 2 dimensions in about
+    half the time scikit-learn takes to converge (tol 1e-8), and in less than its defaults (50 iterations)
+    take, at ``f`` = 1038 against 990 and 986; to 30 dimensions in 0.8 of scikit-learn's converged time at
+    ``f`` = 1248 against 1247 (its defaults stop sooner, at 1245, in half our time); wine in 0.01-0.1 s.
 
     Parameters
     ----------
@@ -61,11 +80,21 @@ class NCA(MetricLearner):
         Learn a diagonal ``A`` (feature weights).
     n_restarts : int, default 1
     solver : {"lbfgs", "newton", "cg"}, default "lbfgs"
-        L-BFGS, trust-region Newton (Hessian-vector products by autodiff: few iterations, each costing
-        up to one Hessian-vector product per variable), or nonlinear conjugate gradients (the paper's
-        optimiser); all on the same jitted loop. L-BFGS steps are capped at ``LBFGS_MAX_STEP`` (3 %) of
-        ``||A||`` (see there). CG reached its 2000-iteration limit on digits (PCA 30, r=2) after 70 s
-        (``benchmarks/results/nca_anchors.md``).
+        L-BFGS (NumPy or JAX), trust-region Newton (Hessian-vector products by autodiff: few iterations,
+        each costing up to one Hessian-vector product per variable), or nonlinear conjugate gradients (the
+        paper's optimiser); the last two on the jitted JAX loop only. L-BFGS steps are capped at
+        ``LBFGS_MAX_STEP`` (3 %) of ``||A||`` (see there) on either backend. CG reached its 2000-iteration
+        limit on digits (PCA 30, r=2) after 70 s (``benchmarks/results/nca_anchors.md``).
+    backend : {"auto", "numpy", "jax"}, default "auto"
+        ``"numpy"``: the L-BFGS iteration in NumPy (:mod:`metricopt.estimators.nca_numpy`; nothing to compile: iris in
+        milliseconds in a fresh process, where the JAX loop first compiles for about a second), blocked
+        value and gradient (:meth:`~metricopt.NCAProblem.value_and_gradient`); ``solver="lbfgs"`` only.
+        ``"jax"``: the JAX backend's jitted loop (every solver; GPU). ``"auto"``: NumPy for
+        ``solver="lbfgs"`` except for problems of ``n^2 r >= ACCELERATOR_WORK`` when JAX's default device is
+        an accelerator; the JAX loop for the other solvers. On a CPU the NumPy path was the faster one at
+        every size measured (``ACCELERATOR_WORK``). Both paths run the same iteration from the same start,
+        test ``tol`` every 10 iterations (the JAX loop's re-checks) and report alike (``solution_.backend``
+        says which ran): they differ by floating-point rounding only (wine: the same 80 iterations and ``f``).
     tol : float, optional
         Relative gradient norm ``||grad|| ||A|| / |objective|`` to stop at (default 1e-6).
     max_iter : int, optional
@@ -73,15 +102,20 @@ class NCA(MetricLearner):
     random_state : int or None, default 0
         Seed of the random starts.
     verbose : bool, default False
+        Print scikit-learn's NCA table (``[NCA]  Iteration  Objective Value  Time(s)``): the objective being
+        maximised (``f`` or ``g``) at the start (iteration 0) and after every iteration, with the seconds
+        it took; then the training time. On the JAX loop this re-checks the iterate at every iteration
+        (slower), as ``callback`` does.
     warm_start : bool, default False
         Start the next ``fit`` from the ``components_`` of the previous one (as scikit-learn's
         ``warm_start``) when their shape is the one asked for; a previous fit on another number of
         features is refused.
     callback : callable, optional
         ``callback(transformation, n_iter)`` after every iteration (as scikit-learn's): the flattened
-        ``(n_components * d,)`` current map -- a map with the iterate's metric ``M = A^T A`` (equal to
-        the iterate up to a rotation of its rows) -- and the iterations done. Setting it re-checks the
-        iterate at every iteration (slower).
+        ``(n_components * d,)`` current map (a diagonal one as its ``d x d`` matrix) and the iterations done.
+        The NumPy path passes the iterate itself; the JAX loop, which reports the metric, a map with the
+        iterate's ``M = A^T A`` (the iterate up to a rotation of its rows), and it re-checks the iterate at
+        every iteration then (slower).
 
     Warns
     -----
@@ -114,19 +148,20 @@ class NCA(MetricLearner):
         "verbose": ["verbose"],
         "warm_start": ["boolean"],
         "callback": [None, callable],
+        "backend": [Choices(*NCA_BACKENDS)],
     }
-    backend = "jax"
 
     def __init__(self, n_components: int | None = None, objective: str = "f", init: Any = "pca",
                  diagonal: bool = False, n_restarts: int = 1, solver: str = "lbfgs", tol: float | None = None,
                  max_iter: int | None = None, random_state: int | None = 0, verbose: bool = False,
-                 warm_start: bool = False, callback: Any = None) -> None:
+                 warm_start: bool = False, callback: Any = None, backend: str = "auto") -> None:
         self.n_components = n_components
         self.objective = objective
         self.init = init
         self.diagonal = diagonal
         self.n_restarts = n_restarts
         self.solver = solver
+        self.backend = backend
         self.tol = tol
         self.max_iter = max_iter
         self.random_state = random_state
@@ -165,7 +200,7 @@ class NCA(MetricLearner):
             return "lda"
         return "pca" if r < min(d, n) else "identity"
 
-    def _starts(self, problem: NCAProblem) -> list:
+    def _starts(self, problem: NCAProblem, table: "_Table | None" = None) -> list:
         r, d, diagonal = problem.n_components, problem.d, problem.diagonal
         rng = np.random.default_rng(self.random_state)
         random = lambda: rng.standard_normal((1, d) if diagonal else (r, d))
@@ -183,6 +218,7 @@ class NCA(MetricLearner):
             elif kind == "lda":  # scikit-learn's init="lda": the discriminant directions
                 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 
+                t = time.perf_counter()
                 if r > min(d, len(problem.classes) - 1):
                     raise InputError(f"init='lda' gives at most min(n_features, n_classes - 1) = "
                                      f"{min(d, len(problem.classes) - 1)} components; n_components is {r}. Use "
@@ -191,8 +227,13 @@ class NCA(MetricLearner):
                 first = np.asarray(lda.scalings_, dtype=np.float64).T[:r]
                 if first.shape[0] < r:  # rank-deficient within-class scatter: the top principal directions fill in
                     first = np.vstack([first, _principal(problem.X, r - first.shape[0])])
+                if table is not None:
+                    table.say(f"Finding most discriminative components... done in {time.perf_counter() - t:5.2f}s")
             else:  # pca: the top-r principal directions, as scikit-learn's init="pca"
+                t = time.perf_counter()
                 first = _principal(problem.X, r)
+                if table is not None:
+                    table.say(f"Finding principal components... done in {time.perf_counter() - t:5.2f}s")
         else:
             first = np.asarray(self.init, dtype=np.float64)
             want = (d,) if diagonal else (r, d)
@@ -204,45 +245,90 @@ class NCA(MetricLearner):
         name = self._init_kind(problem) if isinstance(self.init, str) else "array"
         return [(name, first)] + [("random", random()) for _ in range(self.n_restarts - 1)]
 
+    def _check_param_combination(self) -> None:
+        if self.backend.lower() == "numpy" and self.solver.lower() != "lbfgs":
+            raise InputError(f"backend='numpy' runs L-BFGS only; solver={self.solver!r} runs on the JAX loop: use "
+                             "backend='jax' (or 'auto'), or solver='lbfgs'.")
+
+    def _backend_for(self, problem: NCAProblem) -> str:
+        """``backend`` resolved for ``problem`` (``"auto"``: see ``ACCELERATOR_WORK``)."""
+        backend = self.backend.lower()
+        if backend != "auto":
+            return backend
+        if self.solver.lower() != "lbfgs":
+            return "jax"
+        rank = problem.d if problem.diagonal else problem.n_components
+        if problem.n ** 2 * rank < ACCELERATOR_WORK:
+            return "numpy"
+        return "jax" if _jax_on_accelerator() else "numpy"
+
     def _solve_options(self) -> dict[str, Any]:
-        solver = self.solver.lower()
-        if solver == "lbfgs":
-            solver = LBFGS(max_step=LBFGS_MAX_STEP)
-        options = {"solver": solver, "tol": 1e-6 if self.tol is None else float(self.tol),
-                   "max_iter": 2000 if self.max_iter is None else int(self.max_iter), "verbose": bool(self.verbose)}
-        return options
-
-    def _loop_callback(self, user: Any, r: int, diagonal: bool) -> Any:
-        """The JAX loop's ``callback(info)`` calling scikit-learn's ``callback(transformation, n_iter)`` with an
-        ``r x d`` map of the iterate's metric."""
-
-        def call(info: dict[str, Any]) -> None:
-            it = int(info["iteration"])
-            if it == 0:  # the start, before any iteration
-                return None
-            M = np.asarray(info["M"], dtype=np.float64)
-            if diagonal:
-                A = np.diag(np.sqrt(np.maximum(np.diag(M), 0.0)))
-            else:
-                w, U = np.linalg.eigh(M)
-                top = np.argsort(w)[::-1][:r]
-                A = np.sqrt(np.maximum(w[top], 0.0))[:, None] * U[:, top].T
-            user(A.ravel(), it)
-            return None
-
-        return call
+        return {"tol": 1e-6 if self.tol is None else float(self.tol),
+                "max_iter": 2000 if self.max_iter is None else int(self.max_iter)}
 
     def _fit_solution(self, X: np.ndarray, y: np.ndarray, options: dict[str, Any]) -> FitResult:
+        t0 = time.perf_counter()
+        table = _Table(type(self).__name__) if self.verbose else None
         problem = self._make_problem(X, y)
-        if self.callback is not None:  # scikit-learn's callback(transformation, n_iter), after every iteration
-            options = {**options, "check_every": 1,
-                       "callback": self._loop_callback(self.callback, problem.n_components, problem.diagonal)}
-        best, runs = solve_from_starts(problem, self._starts(problem), backend="jax", **options)
+        starts = self._starts(problem, table)
+        if self._backend_for(problem) == "numpy":
+            best, runs = self._solve_numpy(problem, starts, options, table)
+        else:
+            best, runs = self._solve_jax(problem, starts, options, table)
+        if table is not None:
+            table.end(time.perf_counter() - t0)
         if best.status is Status.ITERATION_LIMIT:
             warnings.warn(f"[{type(self).__name__}] NCA did not converge: {best.message}", ConvergenceWarning,
                           stacklevel=4)
         restarts = [{k: v for k, v in run.items() if k != "solution"} for run in runs]
         return FitResult(problem, best, certificate=None, attributes={"restarts_": restarts})
+
+    def _solve_numpy(self, problem: NCAProblem, starts: list, options: dict[str, Any],
+                     table: "_Table | None") -> tuple[Solution, list]:
+        from .nca_numpy import solve_from_starts
+
+        call = self._iteration_hook(problem, starts, table, lambda info: np.asarray(info["L"]))
+        return solve_from_starts(problem, starts, max_step=LBFGS_MAX_STEP, **options,
+                                 **({} if call is None else {"callback": call}))
+
+    def _solve_jax(self, problem: NCAProblem, starts: list, options: dict[str, Any],
+                   table: "_Table | None") -> tuple[Solution, list]:
+        from ..backends.jax import LBFGS
+        from ..solving import solve_from_starts
+
+        solver = self.solver.lower()
+        options = {**options, "solver": LBFGS(max_step=LBFGS_MAX_STEP) if solver == "lbfgs" else solver,
+                   "verbose": False}
+        call = self._iteration_hook(problem, starts, table, lambda info: _map_of_metric(info["M"], problem))
+        if call is not None:  # re-checked (and reported) after every iteration
+            options.update(check_every=1, callback=call)
+        return solve_from_starts(problem, starts, backend="jax", **options)
+
+    def _iteration_hook(self, problem: NCAProblem, starts: list, table: "_Table | None",
+                        current_map: Callable[[dict[str, Any]], np.ndarray]) -> Callable[[dict[str, Any]], None] | None:
+        """The solvers' ``callback(info)`` (called at the start, iteration 0, and after every iteration) printing
+        the verbose table and calling scikit-learn's ``callback(transformation, n_iter)`` with the iterate's
+        ``(n_components, d)`` map flattened (``current_map(info)``; a diagonal map as its ``d x d`` matrix);
+        ``None`` when there is neither."""
+        user = self.callback
+        if user is None and table is None:
+            return None
+        seen = [-1]  # the start under way
+
+        def call(info: dict[str, Any]) -> None:
+            it = int(info["iteration"])
+            if table is not None:
+                if it == 0:
+                    seen[0] += 1
+                    table.header(seen[0], len(starts), starts[min(seen[0], len(starts) - 1)][0])
+                table.row(it, -float(info["objective"]), float(info["time"]))
+            if user is not None and it > 0:
+                A = current_map(info)
+                if problem.diagonal and A.size == problem.d:
+                    A = np.diag(A.ravel())
+                user(A.ravel(), it)
+
+        return call
 
     def _fitted_extras(self) -> dict[str, Any]:
         return {"effective_neighbours_": self.problem_.effective_neighbours(self.components_)}
@@ -256,7 +342,7 @@ class NCA(MetricLearner):
     def _fitted_meta(self) -> dict[str, Any]:
         return {**super()._fitted_meta(), "restarts": self.restarts_}
 
-    def _fit_from_state(self, problem: NCAProblem, state: Any) -> FitResult:
+    def _fit_from_state(self, problem: Any, state: Any) -> FitResult:
         fit = super()._fit_from_state(problem, state)
         fit.attributes["restarts_"] = (state.meta.get("fitted") or {}).get("restarts")
         return fit
@@ -267,3 +353,52 @@ def _principal(X: np.ndarray, r: int) -> np.ndarray:
     Xc = X - X.mean(axis=0)
     w, U = np.linalg.eigh(Xc.T @ Xc)
     return U[:, np.argsort(w)[::-1][:r]].T.copy()
+
+
+def _map_of_metric(M: Any, problem: NCAProblem) -> np.ndarray:
+    """An ``(n_components, d)`` map with the metric ``M = A^T A`` (the JAX loop reports ``M``): equal to the
+    iterate up to a rotation of its rows; a diagonal problem's ``diag(sqrt(M_jj))``."""
+    M = np.asarray(M, dtype=np.float64)
+    if problem.diagonal:
+        return np.diag(np.sqrt(np.maximum(np.diag(M), 0.0)))
+    w, U = np.linalg.eigh(M)
+    top = np.argsort(w)[::-1][: problem.n_components]
+    return np.sqrt(np.maximum(w[top], 0.0))[:, None] * U[:, top].T
+
+
+def _jax_on_accelerator() -> bool:
+    """Whether JAX's default device is an accelerator (GPU, TPU); imports JAX."""
+    import jax
+
+    return jax.default_backend() != "cpu"
+
+
+class _Table:
+    """scikit-learn's NCA verbose output (``sklearn.neighbors.NeighborhoodComponentsAnalysis(verbose=1)``) with
+    ``name`` in the brackets: a header per start, a line per iteration (the objective maximised and the seconds
+    since the line before), the training time at the end."""
+
+    HEADER = "{:>10} {:>20} {:>10}".format("Iteration", "Objective Value", "Time(s)")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.last = 0.0
+
+    def say(self, text: str) -> None:
+        print(text, flush=True)
+
+    def header(self, index: int = 0, count: int = 1, start: str = "") -> None:
+        """The table's header before start ``index`` of ``count`` (named ``start`` when there are several)."""
+        if count > 1:
+            self.say(f"[{self.name}] start {index + 1} of {count} ({start})")
+        self.say(f"[{self.name}]\n[{self.name}] {self.HEADER}\n[{self.name}] {'-' * len(self.HEADER)}")
+        self.last = 0.0
+
+    def row(self, iteration: int, value: float, elapsed: float) -> None:
+        """The line of ``iteration``: ``value`` and the seconds since the line before (``elapsed``: since the
+        start's solve began)."""
+        self.say("[{}] {:>10} {:>20.6e} {:>10.2f}".format(self.name, iteration, value, max(elapsed - self.last, 0.0)))
+        self.last = elapsed
+
+    def end(self, seconds: float) -> None:
+        self.say("[{}] Training took {:8.2f}s.".format(self.name, seconds))
