@@ -84,12 +84,14 @@ def __dir__() -> list[str]:
 
 class _Namespace(types.ModuleType):
     """metricopt's module type: importing a submodule that shares its name with a public object defined in it
-    (``metricopt.certify``, which defines :func:`certify`) binds the object, not the submodule, as eager
-    ``from .certify import certify`` did, whichever import loads the submodule first."""
+    (``metricopt.certify``, which defines :func:`certify`) does not bind the submodule under that name: the name
+    stays the object (resolved on first access), as eager ``from .certify import certify`` had it, whichever
+    import loads the submodule first."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         if isinstance(value, types.ModuleType) and value.__name__ == f"{__name__}.{_LAZY.get(name)}":
-            value = getattr(value, name)
+            return  # not bound now: the first access resolves the object (``__getattr__``), so that importing
+            # the submodule (e.g. ``metricopt.certify.policy``) does not import what defines the object
         super().__setattr__(name, value)
 
 
