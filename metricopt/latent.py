@@ -26,8 +26,10 @@ tie-break); ``"relieff"``, the ReliefF feature weights (Kononenko 1994) on the d
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._deadline import Budget
 from ._validation import check_choice, check_int, check_real
@@ -41,14 +43,29 @@ from .solving import solve
 INITS = ("identity", "zeros", "relieff")
 
 
-def relieff_weights(X, y, n_neighbors=10):
+def relieff_weights(X: ArrayLike, y: ArrayLike, n_neighbors: int = 10) -> np.ndarray:
     r"""ReliefF feature weights (Kononenko, ECML 1994), clipped at 0:
 
     .. math:: w_f = \frac1{n m}\sum_i \Big[-\sum_{j \in H_i} \delta_f(i, j)
               + \sum_{c \ne y_i} \frac{p_c}{1 - p_{y_i}} \sum_{j \in M_{ic}} \delta_f(i, j)\Big],
 
     ``H_i`` / ``M_ic`` the ``m`` nearest hits / misses of class ``c`` (Euclidean, ranges scaled to 1),
-    ``delta_f(i, j) = |x_if - x_jf| / range_f``."""
+    ``delta_f(i, j) = |x_if - x_jf| / range_f``.
+
+    Parameters
+    ----------
+    X : (n, d) array_like
+        The points.
+    y : (n,) array_like
+        Their labels.
+    n_neighbors : int, default 10
+        The number ``m`` of hits and misses per class.
+
+    Returns
+    -------
+    (d,) ndarray
+        The weights (non-negative).
+    """
     from sklearn.neighbors import NearestNeighbors
 
     X = np.asarray(X, dtype=np.float64)
@@ -76,8 +93,26 @@ def relieff_weights(X, y, n_neighbors=10):
     return np.clip(w / X.shape[0], 0.0, None)
 
 
-def initial_metric(problem, init):
-    """The start ``M_0`` of :func:`cccp` and :func:`sgd` (see the module docstring)."""
+def initial_metric(problem: Any, init: Any) -> np.ndarray:
+    """The start ``M_0`` of :func:`cccp` and :func:`sgd` (see the module docstring).
+
+    Parameters
+    ----------
+    problem : GerrymanderingProblem
+        The problem (its ``d``, ``X`` and ``y``).
+    init : {"identity", "zeros", "relieff"} or (d, d) array_like
+        The start: a name, or a PSD metric (checked).
+
+    Returns
+    -------
+    (d, d) ndarray
+        :math:`M_0`.
+
+    Raises
+    ------
+    InputError
+        For an unknown name, an invalid metric, or ReliefF weights that are all 0.
+    """
     d = problem.d
     if isinstance(init, str):
         init = check_choice(init, "init", INITS)
@@ -103,8 +138,8 @@ def _finish(problem, M, report, t0, history, solver, extra=None):
                     solver=solver, stats=stats, message=f"{status.message} ({message})")
 
 
-def cccp(problem, init="identity", max_iter=50, tol=1e-6, step_tol=1e-7, solver=None, time_limit=None,
-         verbose=False):
+def cccp(problem: Any, init: Any = "identity", max_iter: int = 50, tol: float = 1e-6, step_tol: float = 1e-7,
+         solver: str | None = None, time_limit: float | None = None, verbose: bool = False) -> Solution:
     """The concave-convex procedure with certified convex steps (module docstring).
 
     Parameters
@@ -124,6 +159,8 @@ def cccp(problem, init="identity", max_iter=50, tol=1e-6, step_tol=1e-7, solver=
         seconds left as its own ``time_limit``, and the call returns within ``max(1.25 time_limit,
         time_limit + 2 s)`` (:mod:`metricopt._deadline`) with status ``time_limit`` when the time ran out
         (a step cut by it is not taken: the previous ``M`` is kept).
+    verbose : bool, default False
+        Print each step's objective, certified gap, working-set size and time.
 
     Returns
     -------
@@ -155,7 +192,7 @@ def _cccp(problem, init, max_iter, tol, step_tol, solver, time_limit, verbose, b
             report = SolverReport(Outcome.TIME_LIMIT, f"{limit_text} reached after {it - 1} steps")
             break
         step = problem.step(M)
-        opts = {"init": M, "certify": step_tol, "tol": 1e-9}
+        opts = {"init": M, "tol": step_tol, "solver_tol": 1e-9}
         if solver is not None:
             opts["solver"] = solver
         if budget.limited:
@@ -221,10 +258,32 @@ def _regularizer_gradient(problem, M):
     return lam * np.eye(problem.d)
 
 
-def sgd_step(problem, M, rows, t, method="pegasos", eta0=1.0):
+def sgd_step(problem: Any, M: np.ndarray, rows: ArrayLike, t: int, method: str = "pegasos",
+             eta0: float = 1.0) -> np.ndarray:
     """One projected subgradient step ``t >= 1`` on the points ``rows`` (module docstring):
     ``M <- P_psd(M - eta_t (grad R(M) + C s G))``, ``G`` the batch's surrogate subgradient, ``s = n / |rows|``
-    (Pegasos) or 1 (the paper)."""
+    (Pegasos) or 1 (the paper).
+
+    Parameters
+    ----------
+    problem : GerrymanderingProblem
+        The problem.
+    M : (d, d) ndarray
+        The current metric.
+    rows : array_like of int
+        The batch's points.
+    t : int
+        The step number, ``t >= 1``.
+    method : {"pegasos", "paper"}, default "pegasos"
+        The step-size rule and scaling (module docstring).
+    eta0 : float, default 1.0
+        Pegasos with the trace regulariser: ``eta_t = eta0 / sqrt(t)``.
+
+    Returns
+    -------
+    (d, d) ndarray
+        The new (PSD) metric.
+    """
     G = _batch_gradient(problem, M, np.asarray(rows))
     if method == "paper":
         eta = 1.0 / t
@@ -236,8 +295,9 @@ def sgd_step(problem, M, rows, t, method="pegasos", eta0=1.0):
     return project_psd(symmetrize(M - eta * step))
 
 
-def sgd(problem, init="identity", method="pegasos", n_epochs=10, batch_size=64, eta0=None, random_state=0,
-        verbose=False, time_limit=None):
+def sgd(problem: Any, init: Any = "identity", method: str = "pegasos", n_epochs: int = 10, batch_size: int = 64,
+        eta0: float | None = None, random_state: Any = 0, verbose: bool = False,
+        time_limit: float | None = None) -> Solution:
     """Stochastic projected subgradient descent (module docstring).
 
     Parameters
@@ -251,6 +311,8 @@ def sgd(problem, init="identity", method="pegasos", n_epochs=10, batch_size=64, 
     eta0 : float, optional
         Pegasos with the trace regulariser: ``eta_t = eta0 / sqrt(t)`` (default ``1 / (C n)``).
     random_state : int
+    verbose : bool, default False
+        Print each epoch's objective and time.
     time_limit : float, optional
         Wall-clock seconds: no batch starts after them; the epoch in progress is then closed (its
         objective evaluated) and the status is ``time_limit``.

@@ -43,6 +43,7 @@ import time
 
 import numpy as np
 
+from ._deadline import Budget
 from ._validation import check_choice, check_int, check_real
 from .backends.jax import TrustNewton, best_scale, evaluate
 from .errors import InputError, UnknownOptionError
@@ -248,7 +249,7 @@ def _with_bound(stats, objective, lower):
 
 # ------------------------------------------------------------------------------ LMNN-R
 def lmnn_r(problem, n_components, n_restarts=3, random_state=0, tol=1e-6, max_iter=2000, smoothing=True,
-           init=None, band=BAND, convex_bound=True):
+           init=None, band=BAND, convex_bound=True, time_limit=None):
     r"""LMNN-R: learn a rectangular ``L`` (``r x d``) on the non-convex LMNN loss
     (Weinberger & Saul, JMLR 2009, Section 5.4; Eq. 14 at :math:`M = L^\top L`).
 
@@ -305,6 +306,9 @@ def lmnn_r(problem, n_components, n_restarts=3, random_state=0, tol=1e-6, max_it
         Compute the lower bound of the convex relaxation (a dual certificate computation) at
         :math:`L^\top L`; a Solution (or metric) of the convex problem given here is certified
         too (its own certificate reused), which gives a tighter bound.
+    time_limit : float, optional
+        Seconds for the restarts and the bound together (:func:`metricopt.solving.solve_from_starts`); a
+        descent it cut short that is not shown stationary has status ``time_limit``.
 
     Returns
     -------
@@ -322,6 +326,8 @@ def lmnn_r(problem, n_components, n_restarts=3, random_state=0, tol=1e-6, max_it
     tol = check_real(tol, "tol", low=0.0)
     max_iter = check_int(max_iter, "max_iter", low=1)
     band = check_real(band, "band", low=0.0, low_open=True)
+    if time_limit is not None:
+        time_limit = check_real(time_limit, "time_limit", low=0.0, low_open=True)
     if not isinstance(smoothing, (bool, np.bool_)):
         raise InputError(f"smoothing must be True (smoothed hinge with continuation) or False; got {smoothing!r}.")
     if init is not None:
@@ -333,8 +339,13 @@ def lmnn_r(problem, n_components, n_restarts=3, random_state=0, tol=1e-6, max_it
 
     starts = [("init", init) if init is not None else ("pca", _scaled_start(problem, _pca_directions(problem.X, r)))]
     starts += [("random", _random_start(problem, r, rng)) for _ in range(n_restarts - 1)]
-    best_sol, runs = solve_from_starts(low, starts, backend="jax", solver=solver, tol=max(tol, 1e-300),
-                                       max_iter=max_iter)
+    budget = Budget.start(time_limit, t0)
+    with budget.running():
+        timed = {"time_limit": max(budget.left(), 1e-3)} if budget.limited else {}
+        best_sol, runs = solve_from_starts(low, starts, backend="jax", solver=solver, tol=max(tol, 1e-300),
+                                           max_iter=max_iter, **timed)
+    timed_out = budget.limited and (len(runs) < len(starts)
+                                    or any(run["solution"].status is Status.TIME_LIMIT for run in runs))
     best = next(run for run in runs if run["solution"] is best_sol)
     best["hit_limit"] = best["iterations"] >= max_iter
     L = best_sol.L
@@ -352,13 +363,19 @@ def lmnn_r(problem, n_components, n_restarts=3, random_state=0, tol=1e-6, max_it
         "band_triplets": measured["band_triplets"], "objective_in_L": best["objective"],
     }
     if want_bound:
-        _with_bound(stats, objective, _convex_bound(problem, M, bound_extra))
+        with budget.closing():  # under a time limit, the bound's conic programs stay within it
+            _with_bound(stats, objective, _convex_bound(problem, M, bound_extra))
     ok, why = _verdict(stats, tol)
     # the rank-constrained problem is not convex: the policy never calls it optimal
-    status, _ = policy.decide(SolverReport(Outcome.STATIONARY if ok else Outcome.ITERATION_LIMIT), NoCertificate.NOT_TAKEN,
+    failed = Outcome.TIME_LIMIT if timed_out else Outcome.ITERATION_LIMIT
+    status, _ = policy.decide(SolverReport(Outcome.STATIONARY if ok else failed), NoCertificate.NOT_TAKEN,
                               convex=False)
     if ok:
         message = f"{status.message}: LMNN-R rank {r}, {why} (best of {n_restarts} restart(s))"
+    elif timed_out:
+        message = (f"LMNN-R rank {r}: the time limit of {time_limit:g} s was reached ({len(runs)} of {n_restarts} "
+                   f"restart(s) run) with relative stationarity {stats['stationarity']:.2e} > tol {tol:g}; the "
+                   "point is not shown stationary. Raise time_limit")
     elif best["hit_limit"]:
         message = (f"LMNN-R rank {r}: the iteration limit max_iter={max_iter} was reached with relative "
                    f"stationarity {stats['stationarity']:.2e} > tol {tol:g}; the point is not shown stationary. "
@@ -546,7 +563,7 @@ def lmnn_low_rank(problem, n_components, method="R", n_restarts=3, random_state=
         ``stats["rel_gap_to_convex_bound"]``): a bound, not a certificate of the rank-constrained
         problem. A Solution (or metric) of the convex problem given here tightens it.
     **solve_options
-        LMNN-R: ``smoothing`` (bool), ``init`` (an ``(r, d)`` first start), ``band``.
+        LMNN-R: ``smoothing`` (bool), ``init`` (an ``(r, d)`` first start), ``band``, ``time_limit``.
         LMNN-S: options of ``problem.solve`` (e.g. ``tol``, ``max_iter``, ``solver``) and
         ``convex_solution`` (a convex Solution to truncate instead of solving), ``band``.
 
@@ -565,11 +582,11 @@ def lmnn_low_rank(problem, n_components, method="R", n_restarts=3, random_state=
     """
     m = check_choice(method, "method", METHODS)
     if m == "R":
-        unknown = sorted(set(solve_options) - set(R_OPTIONS))
+        unknown = sorted(set(solve_options) - set(R_OPTIONS) - {"time_limit"})
         if unknown:
             raise UnknownOptionError(
                 f"unknown option(s) {unknown} for method='R'; its options are: "
-                f"{', '.join(R_OPTIONS)} (plus n_restarts, random_state, tol, max_iter, convex_bound)."
+                f"{', '.join(R_OPTIONS)} (plus n_restarts, random_state, tol, max_iter, time_limit, convex_bound)."
             )
         return lmnn_r(problem, n_components, n_restarts=n_restarts, random_state=random_state, tol=tol,
                       max_iter=max_iter, convex_bound=convex_bound, **solve_options)

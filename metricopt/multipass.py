@@ -40,6 +40,7 @@ from ._deadline import Budget
 from ._validation import check_classes, check_int, check_real, check_X, check_y
 from .errors import InputError, SolverError
 from .linalg import factor
+from .options import default
 from .problems.lmnn import LMNNProblem
 from .solution import Status
 
@@ -240,10 +241,10 @@ def fit_multipass(estimator, X, y, passes, options=None):
         report = SolverReport(Outcome.TIME_LIMIT if res.time_limited else Outcome.COMPOSED, message)
     else:
         report = SolverReport.inherit(last.status, message)
-    tol = getattr(estimator, "tol", None)
+    tol = options.get("tol")  # the certified relative gap on both backends (metricopt.options), as given
     with budget.closing():
-        sol = policy.settle(problem, report, point,
-                            1e-6 if estimator.backend == "cvxpy" or tol is None else max(float(tol), 1e-6), t0)
+        sol = policy.settle(problem, report, point, default("tol", estimator.backend) if tol is None else float(tol),
+                            t0)
     estimator.problem_ = problem
     estimator.solution_ = sol
     estimator.certificate_ = sol.certificate

@@ -176,7 +176,7 @@ def test_certificate_decides_status(iris42):
     X, y = iris42
     p = LMNNProblem(X, y, k=3)
     # an unreachable certificate tolerance demotes the solver's "optimal"
-    sol = p.solve(solver="CLARABEL", certify=1e-15)
+    sol = p.solve(solver="CLARABEL", tol=1e-15)
     assert sol.certificate.rel_gap > 1e-15
     assert sol.status is Status.OPTIMAL_INACCURATE
     assert "exceeds tol" in sol.message
@@ -267,7 +267,7 @@ def tiny_lmnn():
 
 def test_unknown_option(tiny_lmnn):
     msg = (
-        "unknown option(s) for backend='cvxpy': ['foo', 'max_iters']; accepted: solver, tol, max_iter, "
+        "unknown option(s) for backend='cvxpy': ['foo', 'max_iters']; accepted: solver, tol, solver_tol, max_iter, "
         "max_rounds, working_set, min_add, certify, init, verbose, time_limit."
     )
     with pytest.raises(UnknownOptionError, match=re.escape(msg)):

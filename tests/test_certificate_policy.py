@@ -61,7 +61,7 @@ def test_weighted_bound_keeps_every_multiplier_in_its_box(monkeypatch):
     X = (X - X.mean(0)) / X.std(0)
     w = 10.0 ** np.random.default_rng(0).uniform(-3, 0, size=len(y))
     p = mo.LMNNProblem(X, y, k=2, mu=0.5, sample_weight=w)
-    ref = p.solve(solver="CLARABEL", working_set=False, certify=None, tol=1e-10)
+    ref = p.solve(solver="CLARABEL", working_set=False, certify=None, solver_tol=1e-10)
     seen = []
     real = lm.largest_dual_scaling
 

@@ -75,7 +75,7 @@ def _feasible_metrics(p, rng):
     """PSD metrics whose brute-force objectives bound the optimum from above."""
     d = p.d
     out = [("identity", np.eye(d)), ("zero", np.zeros((d, d)))]
-    sol = p.solve(solver="CLARABEL", working_set=False, certify=None, tol=1e-10)
+    sol = p.solve(solver="CLARABEL", working_set=False, certify=None, solver_tol=1e-10)
     if sol.M is not None:
         out.append(("clarabel", sol.M))
     # along each column alone, and added to the solution, at scales that make the column's spread about 1..100:

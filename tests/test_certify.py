@@ -120,7 +120,7 @@ def lmnn_cases(draw, mu=None, regs=("none", "frobenius", "trace", "both")):
 
 def lmnn_reference(p):
     """The full textbook SDP (every triplet) solved by Clarabel, not certified by metricopt."""
-    sol = p.solve(solver="CLARABEL", working_set=False, certify=None, tol=1e-10)
+    sol = p.solve(solver="CLARABEL", working_set=False, certify=None, solver_tol=1e-10)
     assert sol.M is not None, sol.message
     assert sol.stats["working_set_size"] == p.n_triplets  # really the full program
     return sol
@@ -602,7 +602,7 @@ def pola_cases(draw, hard=False):
 
 
 def pola_reference(p):
-    sol = p.solve(solver="CLARABEL", certify=None, tol=1e-10)
+    sol = p.solve(solver="CLARABEL", certify=None, solver_tol=1e-10)
     return sol
 
 

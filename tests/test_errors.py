@@ -343,8 +343,8 @@ case("solve-max-rounds-float", lambda: _lmnn().solve(max_rounds=1.5), "max_round
 case(
     "solve-unknown-option",
     lambda: _lmnn().solve(maxiter=5),
-    "unknown option(s) for backend='cvxpy': ['maxiter']; accepted: solver, tol, max_iter, max_rounds, working_set, "
-    "min_add, certify, init, verbose, time_limit.",
+    "unknown option(s) for backend='cvxpy': ['maxiter']; accepted: solver, tol, solver_tol, max_iter, max_rounds, "
+    "working_set, min_add, certify, init, verbose, time_limit.",
     UnknownOptionError,
 )
 case(

@@ -95,7 +95,7 @@ def test_cutting_plane_step_reaches_the_full_programs_optimum_and_is_certified(t
     X, y = tiny
     p = GerrymanderingProblem(X, y, k=2, C=0.7, lam=0.3, regularizer=reg)
     step = p.step(np.eye(2))
-    sol = mo.solve(step, backend="cvxpy", certify=1e-7)
+    sol = mo.solve(step, backend="cvxpy", tol=1e-7)
     assert sol.status is mo.Status.OPTIMAL, sol.message
     exact = _full_step_optimum(step)
     assert sol.objective == pytest.approx(exact, rel=1e-6)

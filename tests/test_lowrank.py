@@ -52,7 +52,7 @@ def small():
     """45 iris points (standardised), k=3, mu=0.5, and its convex optimum (Clarabel, certified)."""
     X, y = iris_subset(15, 0)
     p = mo.LMNNProblem(X, y, k=3, mu=0.5)
-    sol = p.solve(backend="cvxpy", solver="CLARABEL", tol=1e-9)
+    sol = p.solve(backend="cvxpy", solver="CLARABEL", solver_tol=1e-9)
     assert sol.status is Status.OPTIMAL and sol.certificate.rel_gap < 1e-7
     return p, sol
 
@@ -284,7 +284,7 @@ def test_error_messages(small):
         lmnn_low_rank(p, 2, method="Q")
     with pytest.raises(UnknownOptionError, match=re.escape(
             "unknown option(s) ['solver'] for method='R'; its options are: smoothing, init, band (plus "
-            "n_restarts, random_state, tol, max_iter, convex_bound).")):
+            "n_restarts, random_state, tol, max_iter, time_limit, convex_bound).")):
         lmnn_low_rank(p, 2, method="R", solver="SCS")
     with pytest.raises(InputError, match=re.escape(f"init must have shape (2, {d}); got (3, {d}).")):
         lmnn_r(p, 2, init=np.ones((3, d)))

@@ -263,7 +263,7 @@ def test_frobenius_regulariser_and_sample_weights_are_certified(wine_pca):
     X, y = wine_pca
     w = np.random.default_rng(3).uniform(0.2, 2.0, size=len(y))
     p = mo.LMNNProblem(X, y, k=2, loss="squared_hinge", regularizer=Frobenius(0.5), sample_weight=w)
-    sol = mo.solve(p, backend="cvxpy", tol=1e-9)
+    sol = mo.solve(p, backend="cvxpy", solver_tol=1e-9)
     assert sol.status is mo.Status.OPTIMAL and sol.certificate.rel_gap <= 1e-6
     assert sol.certificate.details["dual form"] == "Frobenius-regularised (closed form)"
     reported, at_M = _clarabel(p)

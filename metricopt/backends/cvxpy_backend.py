@@ -27,16 +27,18 @@ import numpy as np
 from .._deadline import Budget, deadline
 from .._validation import check_choice, check_int, check_real
 from ..certify.policy import NoCertificate, Outcome, SolverReport, settle
-from ..errors import MetricoptError, ProblemTooLargeError, UnknownOptionError
+from ..errors import InputError, MetricoptError, ProblemTooLargeError, UnknownOptionError
 from ..linalg import project_psd, symmetrize
+from ..options import CVXPY_MAX_ITER, default
 from ..protocols import GeometryKind, HasPairs, RepairingTerm, TripletProblem
 from ..solution import Solution
 
 NAME = "cvxpy"
 
 SOLVERS = ("SCS", "CLARABEL")
-#: each conic solver's iteration limit when ``max_iter`` is not given (a given one is passed as it is)
-DEFAULT_MAX_ITER = {"SCS": 100_000, "CLARABEL": 500}
+#: each conic solver's iteration limit when ``max_iter`` is not given (a given one is passed as it is; the
+#: table of :mod:`metricopt.options`)
+DEFAULT_MAX_ITER = CVXPY_MAX_ITER
 
 #: largest metric dimension the exact backend accepts
 MAX_DIM = 150
@@ -194,13 +196,14 @@ def build_program(problem, working_sets=None, solver=None):
     return cp.Problem(cp.Minimize(expr / float(problem.obj_scale)), cons), V
 
 
-def _solver_kwargs(solver, tol, max_iter, timed=False):
+def _solver_kwargs(solver, solver_tol, max_iter, timed=False):
+    """The conic solver's keyword arguments: its accuracy ``solver_tol`` and iteration limit ``max_iter``."""
     if solver == "SCS":
-        kw = {"eps_abs": tol, "eps_rel": tol, "max_iters": max_iter}
+        kw = {"eps_abs": solver_tol, "eps_rel": solver_tol, "max_iters": max_iter}
         if timed and _scs_has_linear_solver():
             kw["linear_solver"] = SCS_TIMED_LINEAR_SOLVER
     else:
-        kw = {"tol_gap_abs": tol, "tol_gap_rel": tol, "tol_feas": tol, "max_iter": max_iter}
+        kw = {"tol_gap_abs": solver_tol, "tol_gap_rel": solver_tol, "tol_feas": solver_tol, "max_iter": max_iter}
     return kw
 
 
@@ -304,32 +307,38 @@ def accepts(problem) -> tuple[bool, str]:
 
 @dataclass(frozen=True)
 class Options:
-    """The exact backend's options, every default stated once (see :func:`solve`)."""
+    """The exact backend's options (see :func:`solve`); the shared ones (``tol``, ``solver_tol``, ``max_iter``,
+    ``time_limit``, ``verbose``, ``solver``) have their defaults and meanings in :mod:`metricopt.options`."""
 
-    solver: str | None = None
-    tol: float = 1e-8
-    max_iter: int | None = None  # the solver's own default, DEFAULT_MAX_ITER
+    solver: str | None = default("solver", NAME)
+    tol: float = default("tol", NAME)
+    solver_tol: float = default("solver_tol", NAME)
+    max_iter: int | None = default("max_iter", NAME)  # the solver's own default, DEFAULT_MAX_ITER
     max_rounds: int = 100
     working_set: bool = True
     min_add: int = 500
-    certify: Any = 1e-6
+    certify: bool = True
     init: Any = "auto"
-    verbose: bool = False
-    time_limit: float | None = None
+    verbose: bool = default("verbose", NAME)
+    time_limit: float | None = default("time_limit", NAME)
 
     @classmethod
     def resolve(cls, problem, options: dict) -> "Options":
-        """Checked options from keyword arguments (``None`` for ``tol`` / ``max_iter``: the default)."""
+        """Checked options from keyword arguments (``None`` for a number: the default; ``certify=None``: no
+        certificate)."""
         names = [f.name for f in fields(cls)]
         unknown = sorted(set(options) - set(names))
         if unknown:
             raise UnknownOptionError(
                 f"unknown option(s) for backend='cvxpy': {unknown}; accepted: {', '.join(names)}."
             )
-        given = {k: v for k, v in options.items() if v is not None or k in ("init", "certify")}
+        given = {k: v for k, v in options.items() if v is not None or k == "init"}
+        if "certify" in options:
+            given["certify"] = _check_certify(options["certify"])
         opts = cls(**given)
         solver = check_choice(str(opts.solver or problem.default_solver).upper(), "solver", SOLVERS)
         return cls(solver=solver, tol=check_real(opts.tol, "tol", low=0.0, low_open=True),
+                   solver_tol=check_real(opts.solver_tol, "solver_tol", low=0.0, low_open=True),
                    max_iter=DEFAULT_MAX_ITER[solver] if opts.max_iter is None
                    else check_int(opts.max_iter, "max_iter", low=1),
                    max_rounds=check_int(opts.max_rounds, "max_rounds", low=1), working_set=bool(opts.working_set),
@@ -337,6 +346,16 @@ class Options:
                    verbose=bool(opts.verbose),
                    time_limit=None if opts.time_limit is None else check_real(opts.time_limit, "time_limit", low=0.0,
                                                                               low_open=True))
+
+
+def _check_certify(value):
+    """``certify``: ``True`` (default) certifies at ``tol``; ``False`` or ``None`` skip the certificate. A number
+    is refused: the certificate's tolerance is ``tol`` (it was ``certify`` before issue 31)."""
+    if value is None or isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise InputError(f"certify switches the certificate on (True) or off (False or None); got {value!r}. The "
+                     f"certificate's relative-gap tolerance is tol (e.g. tol={value!r}); the conic solver's "
+                     "accuracy is solver_tol.")
 
 
 def solve(problem, **options):
@@ -348,8 +367,13 @@ def solve(problem, **options):
         SCS (first-order conic) or Clarabel (interior point). Default: the problem's
         ``default_solver`` (SCS for LMNN; Clarabel for MMC and POLA, whose many small
         cones SCS converges on slowly).
-    tol : float
-        Solver accuracy (SCS ``eps_abs = eps_rel``; Clarabel gap and feasibility tolerances).
+    tol : float, default 1e-6
+        The certified relative duality gap at which the result is ``optimal`` (:mod:`metricopt.options`): the
+        result is certified (:func:`metricopt.certify`) at this tolerance and the certificate decides the
+        status (see :func:`finalize`); ``solution.certificate.tol`` is it.
+    solver_tol : float, default 1e-8
+        The conic solver's accuracy (SCS ``eps_abs = eps_rel``; Clarabel gap and feasibility tolerances),
+        whatever ``tol`` is; ``stats["solver_tol"]`` records it.
     max_iter : int, optional
         The conic solver's iteration limit, passed to it as given. Default :data:`DEFAULT_MAX_ITER`: 100,000
         for SCS (a first-order method) and 500 for Clarabel (an interior-point method, which normally needs
@@ -372,9 +396,8 @@ def solve(problem, **options):
         entries (all triplets x d^2); then from a first-order point (``backend="jax"``,
         ``tol=POLISH_TOL``, within ``time_limit``), whose working set is far smaller near the
         optimum (``stats["init"]`` says which start was taken).
-    certify : float or None
-        Certify the result (:func:`metricopt.certify`) at this relative-gap tolerance and
-        let the certificate decide the status (see :func:`finalize`); ``None`` skips it.
+    certify : bool, default True
+        ``False`` (or ``None``) skips the certificate: the solver's own status stands.
     verbose : bool
         Print the working-set progress (and the solver's own log).
     time_limit : float, optional
@@ -398,8 +421,8 @@ def solve(problem, **options):
     budget = Budget.start(opts.time_limit)
     with budget.running():
         report, point, search_time = _solve(problem, opts, budget)
-    certify, missing = opts.certify, None
-    if (budget.limited and certify is not None and certify is not False and point["M"] is not None
+    certify, missing = (opts.tol if opts.certify else None), None
+    if (budget.limited and certify is not None and point["M"] is not None
             and search_time > 0):
         # the certificate searches every triplet again: skip it, saying so, when the last search would not fit
         # (its conic programs, if any, are bounded by the deadline in force, and skipped once it has passed); the
@@ -416,9 +439,9 @@ def _solve(problem, opts, budget):
     """The working-set loop of :func:`solve` (within ``budget``): the solver's report, its point (the Solution's
     fields, uncertified, without a status) and the duration of its last search of all triplets (0 when none was
     made)."""
-    solver, tol, max_rounds, working_set, min_add = opts.solver, opts.tol, opts.max_rounds, opts.working_set, opts.min_add
+    solver, max_rounds, working_set, min_add = opts.solver, opts.max_rounds, opts.working_set, opts.min_add
     init, verbose = opts.init, opts.verbose
-    kw = _solver_kwargs(solver, tol, opts.max_iter, timed=budget.limited)
+    kw = _solver_kwargs(solver, opts.solver_tol, opts.max_iter, timed=budget.limited)
     t0 = budget.t0
     limit_text = "the enclosing deadline" if opts.time_limit is None else f"time limit of {opts.time_limit:g} s"
 
@@ -519,7 +542,7 @@ def _solve(problem, opts, budget):
         "working_set_size": int(sum(len(s) for s in sets.values())),
         "history": history,
         "solver_objective": solver_obj,
-        "solver_tol": tol,
+        "solver_tol": opts.solver_tol,
     }
     if Vval is None:
         msg = report.reason

@@ -20,6 +20,7 @@ from sklearn.utils._param_validation import Interval, StrOptions, make_constrain
 from .._validation import check_choice
 from ..backends import BACKENDS
 from ..errors import InputError
+from ..options import ESTIMATOR_OPTIONS, option
 
 __all__ = ["Choices", "Interval", "LMNN_CONSTRAINTS", "SOLVE_CONSTRAINTS", "validate_parameters"]
 
@@ -36,13 +37,24 @@ class Choices(StrOptions):
         return isinstance(val, str) and val.lower() in {o.lower() for o in self.ordered}
 
 
-#: constraints of the solve parameters every estimator has
+def _option_constraint(name: str) -> list:
+    """The constraints of the shared solve option ``name`` (:mod:`metricopt.options`), ``None`` meaning its
+    default."""
+    entry = option(name)
+    if entry.kind is bool:
+        return ["verbose"]
+    if entry.kind is str:
+        return [None, str]
+    if entry.kind is int:
+        return [None, Interval(Integral, 1, None, closed="left")]
+    return [None, Interval(Real, entry.low, None, closed="neither")]
+
+
+#: constraints of the solve parameters every estimator has: ``backend`` and the shared options of
+#: :data:`metricopt.options.ESTIMATOR_OPTIONS`, read from its table
 SOLVE_CONSTRAINTS: dict[str, list] = {
     "backend": [Choices(*BACKENDS)],
-    "solver": [None, str],
-    "tol": [None, Interval(Real, 0, None, closed="neither")],
-    "max_iter": [None, Interval(Integral, 1, None, closed="left")],
-    "verbose": ["verbose"],
+    **{name: _option_constraint(name) for name in ESTIMATOR_OPTIONS},
 }
 #: constraints of the LMNN objective's parameters (LMNN, multi-metric and kernel LMNN)
 LMNN_CONSTRAINTS: dict[str, list] = {

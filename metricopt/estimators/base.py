@@ -32,6 +32,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._validation import check_n_features, check_X, check_y
 from ..errors import InputError, SolverError
+from ..options import ESTIMATOR_OPTIONS
 from ..protocols import Problem
 from ..solution import Solution
 from ..solving import solve
@@ -55,17 +56,17 @@ _FROM_SOLUTION: Any = _FromSolution()
 
 
 def solve_options(estimator: Any) -> dict[str, Any]:
-    """The solve options an estimator's ``tol``, ``max_iter``, ``verbose`` and ``solver`` give.
+    """The solve options an estimator's parameters give: those of :data:`metricopt.options.ESTIMATOR_OPTIONS`
+    (``solver``, ``tol``, ``solver_tol``, ``max_iter``, ``time_limit``, ``verbose``), with the meanings of
+    :mod:`metricopt.options` on every backend.
 
-    Only the options that are set are passed: ``tol=None``, ``max_iter=None`` and ``solver=None``
-    leave the backend's own defaults (the exact backend: ``tol=1e-8``, ``max_iter=100000``; the JAX
-    backend: ``tol=1e-6``, ``max_iter=20000``), so that an estimator and ``metricopt.solve`` with
-    the same backend run with the same defaults.
+    Only the options that are set are passed: ``None`` leaves the backend's own default (the table's), so
+    that an estimator and ``metricopt.solve`` with the same backend run with the same defaults.
     """
     opts: dict[str, Any] = {"verbose": bool(estimator.verbose)}
-    for name in ("solver", "tol", "max_iter"):
-        value = getattr(estimator, name)
-        if value is not None:
+    for name in ESTIMATOR_OPTIONS:
+        value = getattr(estimator, name, None)
+        if value is not None and name != "verbose":
             opts[name] = value
     return opts
 
@@ -321,6 +322,16 @@ class ProblemFitMixin:
         for name, value in params.items():
             if isinstance(value, dict) and set(value) == {"array"}:
                 params[name] = state.array(value["array"])
+        if "solver_tol" not in params and "solver_tol" in self.get_params(deep=False):
+            params = self._params_before_shared_options(params)
+        return params
+
+    def _params_before_shared_options(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The parameters of a file written before the shared options (:mod:`metricopt.options`, issue 31), in
+        today's names: an exact-backend fit's ``tol`` was then the conic solver's accuracy, now ``solver_tol``
+        (``tol`` is the certified gap, left at its default)."""
+        if params.get("backend") == "cvxpy" and params.get("tol") is not None:
+            params = {**params, "solver_tol": params["tol"], "tol": None}
         return params
 
     def _problem_from_state(self, X: np.ndarray, y: np.ndarray, state: ModelState) -> Problem:

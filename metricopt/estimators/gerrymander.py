@@ -14,7 +14,7 @@ from ..gerrymander import latent_knn_predict
 from ..latent import cccp, sgd
 from ..linalg import sq_dists
 from ..problems import GerrymanderingProblem
-from ._params import Choices, Interval
+from ._params import SOLVE_CONSTRAINTS, Choices, Interval
 from .base import FitResult, MetricLearner, check_fitted_input
 
 __all__ = ["GerrymanderingKNN"]
@@ -59,6 +59,8 @@ class GerrymanderingKNN(MetricLearner):
         CCCP: relative decrease to stop at (default 1e-6).
     random_state : int, default 0
     verbose : bool, default False
+    time_limit : float, optional
+        Seconds for the whole fit (:mod:`metricopt.options`); default none.
 
     Attributes
     ----------
@@ -80,13 +82,14 @@ class GerrymanderingKNN(MetricLearner):
         "tol": [None, Interval(Real, 0, None, closed="left")],
         "random_state": [None, Interval(Integral, 0, None, closed="left")],
         "verbose": ["verbose"],
+        "time_limit": SOLVE_CONSTRAINTS["time_limit"],
     }
     backend = "cvxpy"
 
     def __init__(self, k: int = 3, C: float = 1.0, lam: float = 1.0, regularizer: str = "frobenius",
                  solver: str = "sgd", inference: str = "exact", init: Any = "identity", loss: Any = None,
                  max_iter: int | None = None, batch_size: int = 64, tol: float | None = None,
-                 random_state: int | None = 0, verbose: bool = False) -> None:
+                 random_state: int | None = 0, verbose: bool = False, time_limit: float | None = None) -> None:
         self.k = k
         self.C = C
         self.lam = lam
@@ -100,6 +103,7 @@ class GerrymanderingKNN(MetricLearner):
         self.tol = tol
         self.random_state = random_state
         self.verbose = verbose
+        self.time_limit = time_limit
 
     def _make_problem(self, X: np.ndarray, y: np.ndarray) -> GerrymanderingProblem:
         inference = "exact" if self.solver == "cccp" else self.inference
@@ -107,7 +111,7 @@ class GerrymanderingKNN(MetricLearner):
                                      loss=self.loss, inference=inference)
 
     def _solve_options(self) -> dict[str, Any]:
-        return {}
+        return {} if self.time_limit is None else {"time_limit": self.time_limit}
 
     def _fit_solution(self, X: np.ndarray, y: np.ndarray, options: dict[str, Any]) -> FitResult:
         problem = self._make_problem(X, y)

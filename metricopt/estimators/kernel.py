@@ -45,8 +45,8 @@ class KernelLMNN(MetricLearner):
     n_components : int, optional
         Number of kernel principal components; default: as many as keep the problem well
         posed, at most 50 (see :class:`~metricopt.problems.kernel_lmnn.KernelLMNNProblem`).
-    k, mu, regularizer, backend, solver, tol, max_iter, verbose
-        As for :class:`~metricopt.LMNN` (``tol=None`` and ``max_iter=None``: the backend's defaults).
+    k, mu, regularizer, backend, solver, tol, solver_tol, max_iter, time_limit, verbose
+        As for :class:`~metricopt.LMNN` (``None``: the defaults of :mod:`metricopt.options`).
 
     Attributes
     ----------
@@ -70,7 +70,8 @@ class KernelLMNN(MetricLearner):
 
     def __init__(self, kernel: str = "rbf", kernel_params: dict | None = None, n_components: int | None = None,
                  k: int = 3, mu: float = 0.5, regularizer: Any = None, backend: str = "cvxpy",
-                 solver: str | None = None, tol: float | None = None, max_iter: int | None = None,
+                 solver: str | None = None, tol: float | None = None, solver_tol: float | None = None,
+                 max_iter: int | None = None, time_limit: float | None = None,
                  verbose: bool = False) -> None:
         self.kernel = kernel
         self.kernel_params = kernel_params
@@ -81,7 +82,9 @@ class KernelLMNN(MetricLearner):
         self.backend = backend
         self.solver = solver
         self.tol = tol
+        self.solver_tol = solver_tol
         self.max_iter = max_iter
+        self.time_limit = time_limit
         self.verbose = verbose
 
     def _make_problem(self, X: np.ndarray, y: np.ndarray) -> KernelLMNNProblem:

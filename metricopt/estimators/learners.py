@@ -57,15 +57,19 @@ class LMNN(MetricLearner):
     solver : str, optional
         ``"SCS"`` or ``"CLARABEL"`` (cvxpy); ``"fista"`` or ``"subgradient"`` (jax).
     tol : float, optional
-        Solver accuracy (cvxpy); the certified relative gap to stop at (jax). Default (None):
-        the backend's own default (1e-8 cvxpy, 1e-6 jax), the same as :func:`metricopt.solve`'s.
-        With ``n_components``: the relative stationarity threshold of
-        :func:`metricopt.lowrank.lmnn_low_rank` (at least 1e-6 for ``low_rank="R"``; default:
-        its own, 1e-6).
+        The certified relative duality gap at which the metric is ``optimal``, on both backends
+        (:mod:`metricopt.options`; the JAX backend stops there). Default (None): 1e-6, the same as
+        :func:`metricopt.solve`'s. With ``n_components`` (not convex): the relative stationarity threshold
+        of :func:`metricopt.lowrank.lmnn_low_rank` (``stats["stationarity"]``; default its own, 1e-6), used
+        as given.
+    solver_tol : float, optional
+        Exact backend only: the conic solver's accuracy (default 1e-8).
     max_iter : int, optional
-        Solver iteration limit. Default (None): the backend's (100000 cvxpy, 20000 jax). For
-        ``low_rank="R"``: L-BFGS iterations per restart, at most 2000 (default: LMNN-R's 2000);
-        ``low_rank="S"`` leaves its convex solve at the backend's limit.
+        Solver iteration limit. Default (None): the backend's (SCS 100000, Clarabel 500; jax 20000). For
+        ``low_rank="R"``: solver iterations per restart, used as given (default: LMNN-R's 2000).
+    time_limit : float, optional
+        Seconds for the whole fit, certificate included (every variant: passes, low rank, early stopping);
+        default none.
     verbose : bool, default False
     search : {"auto", "brute", "tree"}, default "auto"
         Neighbour and impostor searches (Section 6): blocked brute force or per-class ball
@@ -124,7 +128,8 @@ class LMNN(MetricLearner):
     }
 
     def __init__(self, k: int = 3, mu: float = 0.5, regularizer: Any = None, backend: str = "cvxpy",
-                 solver: str | None = None, tol: float | None = None, max_iter: int | None = None,
+                 solver: str | None = None, tol: float | None = None, solver_tol: float | None = None,
+                 max_iter: int | None = None, time_limit: float | None = None,
                  verbose: bool = False, search: str = "auto", passes: int = 1, n_components: int | None = None,
                  low_rank: str = "R", validation_fraction: float | None = None, patience: int = 10,
                  random_state: int | None = 0) -> None:
@@ -134,7 +139,9 @@ class LMNN(MetricLearner):
         self.backend = backend
         self.solver = solver
         self.tol = tol
+        self.solver_tol = solver_tol
         self.max_iter = max_iter
+        self.time_limit = time_limit
         self.verbose = verbose
         self.search = search
         self.passes = passes
@@ -184,12 +191,13 @@ class LMNN(MetricLearner):
 
         full = self._make_problem(X, y)
         if check_choice(self.low_rank, "low_rank", ("R", "S")) == "R":
-            bounds = {}  # LMNN-R: stationarity no finer than 1e-6, at most 2000 solver iterations per restart
-            if self.tol is not None:
-                bounds["tol"] = max(float(self.tol), 1e-6)
-            if self.max_iter is not None:
-                bounds["max_iter"] = min(int(self.max_iter), 2000)
-            sol = lmnn_low_rank(full, self.n_components, method="R", random_state=self.random_state, **bounds)
+            # LMNN-R (its own JAX loop): tol (stationarity), max_iter (per restart) and time_limit as given
+            given = {name: options[name] for name in ("tol", "max_iter", "time_limit") if name in options}
+            if "solver_tol" in options:
+                raise InputError("solver_tol is the exact backend's conic accuracy; LMNN-R (n_components with "
+                                 "low_rank='R') solves no conic program. Leave solver_tol unset, or use "
+                                 "low_rank='S' with backend='cvxpy'.")
+            sol = lmnn_low_rank(full, self.n_components, method="R", random_state=self.random_state, **given)
         else:
             sol = lmnn_low_rank(full, self.n_components, method="S", backend=self.backend, **options)
         return FitResult(full, sol, certificate=None)  # a rank-r metric solves no convex problem
@@ -213,6 +221,10 @@ class LMNN(MetricLearner):
 
     def _problem_from_state(self, X: np.ndarray, y: np.ndarray, state: ModelState) -> LMNNProblem:
         return self._make_problem(X, y, target_neighbors=state.array("target_neighbors"))
+
+    def _params_before_shared_options(self, params: dict[str, Any]) -> dict[str, Any]:
+        # low rank (n_components): tol was already the stationarity threshold, as it is today
+        return params if params.get("n_components") is not None else super()._params_before_shared_options(params)
 
     def _fit_from_state(self, problem: LMNNProblem, state: ModelState) -> FitResult:
         fit = super()._fit_from_state(problem, state)
@@ -281,9 +293,8 @@ class MMC(MetricLearner):
     Parameters
     ----------
     diagonal : bool, default False
-    backend, solver, tol, max_iter, verbose
-        As for :class:`LMNN` (default solver Clarabel; ``tol=None`` and ``max_iter=None``: the
-        backend's defaults).
+    backend, solver, tol, solver_tol, max_iter, time_limit, verbose
+        As for :class:`LMNN` (default solver Clarabel; ``None``: the defaults of :mod:`metricopt.options`).
 
     Attributes
     ----------
@@ -293,12 +304,15 @@ class MMC(MetricLearner):
     _parameter_constraints = {"diagonal": ["boolean"], **SOLVE_CONSTRAINTS}
 
     def __init__(self, diagonal: bool = False, backend: str = "cvxpy", solver: str | None = None,
-                 tol: float | None = None, max_iter: int | None = None, verbose: bool = False) -> None:
+                 tol: float | None = None, solver_tol: float | None = None, max_iter: int | None = None,
+                 time_limit: float | None = None, verbose: bool = False) -> None:
         self.diagonal = diagonal
         self.backend = backend
         self.solver = solver
         self.tol = tol
+        self.solver_tol = solver_tol
         self.max_iter = max_iter
+        self.time_limit = time_limit
         self.verbose = verbose
 
     def _make_problem(self, X: np.ndarray, y: np.ndarray) -> MMCProblem:
@@ -319,9 +333,8 @@ class POLA(MetricLearner):
     ----------
     C : float or None, default 1.0
         Soft-margin weight; ``None`` asks for the hard-margin program (often infeasible).
-    backend, solver, tol, max_iter, verbose
-        As for :class:`LMNN` (default solver Clarabel; ``tol=None`` and ``max_iter=None``: the
-        backend's defaults).
+    backend, solver, tol, solver_tol, max_iter, time_limit, verbose
+        As for :class:`LMNN` (default solver Clarabel; ``None``: the defaults of :mod:`metricopt.options`).
 
     Attributes
     ----------
@@ -333,12 +346,15 @@ class POLA(MetricLearner):
     _parameter_constraints = {"C": [None, Interval(Real, 0, None, closed="neither")], **SOLVE_CONSTRAINTS}
 
     def __init__(self, C: float | None = 1.0, backend: str = "cvxpy", solver: str | None = None,
-                 tol: float | None = None, max_iter: int | None = None, verbose: bool = False) -> None:
+                 tol: float | None = None, solver_tol: float | None = None, max_iter: int | None = None,
+                 time_limit: float | None = None, verbose: bool = False) -> None:
         self.C = C
         self.backend = backend
         self.solver = solver
         self.tol = tol
+        self.solver_tol = solver_tol
         self.max_iter = max_iter
+        self.time_limit = time_limit
         self.verbose = verbose
 
     def _make_problem(self, X: np.ndarray, y: np.ndarray) -> POLAProblem:
@@ -363,7 +379,7 @@ class MLCC(MetricLearner):
 
     Parameters
     ----------
-    backend, solver, tol, max_iter, verbose
+    backend, solver, tol, solver_tol, max_iter, time_limit, verbose
         As for :class:`LMNN` (exact backend: Clarabel by default, exponential cones; ``"jax"``: projected
         gradient, stopped at first-order optimality).
 
@@ -375,11 +391,14 @@ class MLCC(MetricLearner):
     _parameter_constraints = {**SOLVE_CONSTRAINTS}
 
     def __init__(self, backend: str = "cvxpy", solver: str | None = None, tol: float | None = None,
-                 max_iter: int | None = None, verbose: bool = False) -> None:
+                 solver_tol: float | None = None, max_iter: int | None = None, time_limit: float | None = None,
+                 verbose: bool = False) -> None:
         self.backend = backend
         self.solver = solver
         self.tol = tol
+        self.solver_tol = solver_tol
         self.max_iter = max_iter
+        self.time_limit = time_limit
         self.verbose = verbose
 
     def _make_problem(self, X: np.ndarray, y: np.ndarray) -> MLCCProblem:

@@ -10,6 +10,7 @@ from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
+from .._deadline import Budget
 from ..errors import SolverError
 from ..problems.lmnn import LMNNProblem
 from ..problems.multimetric import CLUSTERINGS, MultiMetricLMNNProblem, multi_metric_knn_predict
@@ -43,8 +44,8 @@ class MultiMetricLMNN(ProblemFitMixin, ClassifierMixin, BaseEstimator):
     init : None or "single", default None
         ``"single"``: start from the single-metric LMNN solution (solved first, same
         backend), every cluster's metric equal to it, as the paper suggests.
-    backend, solver, tol, max_iter, verbose
-        As for :class:`~metricopt.LMNN` (``tol=None`` and ``max_iter=None``: the backend's defaults).
+    backend, solver, tol, solver_tol, max_iter, time_limit, verbose
+        As for :class:`~metricopt.LMNN` (``None``: the defaults of :mod:`metricopt.options`).
     random_state : int, default 0
         Seed of k-means.
 
@@ -71,7 +72,8 @@ class MultiMetricLMNN(ProblemFitMixin, ClassifierMixin, BaseEstimator):
 
     def __init__(self, clusters: Any = "labels", n_clusters: int | None = None, k: int = 3, mu: float = 0.5,
                  regularizer: Any = None, init: str | None = None, backend: str = "cvxpy", solver: str | None = None,
-                 tol: float | None = None, max_iter: int | None = None, verbose: bool = False,
+                 tol: float | None = None, solver_tol: float | None = None, max_iter: int | None = None,
+                 time_limit: float | None = None, verbose: bool = False,
                  random_state: Any = 0) -> None:
         self.clusters = clusters
         self.n_clusters = n_clusters
@@ -82,7 +84,9 @@ class MultiMetricLMNN(ProblemFitMixin, ClassifierMixin, BaseEstimator):
         self.backend = backend
         self.solver = solver
         self.tol = tol
+        self.solver_tol = solver_tol
         self.max_iter = max_iter
+        self.time_limit = time_limit
         self.verbose = verbose
         self.random_state = random_state
 
@@ -97,14 +101,18 @@ class MultiMetricLMNN(ProblemFitMixin, ClassifierMixin, BaseEstimator):
         """Solve, from the single-metric LMNN solution with ``init="single"``."""
         problem = self._make_problem(X, y)
         single = None
-        if self.init is not None:
-            single = solve(LMNNProblem(X, y, k=self.k, mu=self.mu, target_neighbors=problem.target_neighbors,
-                                       regularizer=self.regularizer), backend=self.backend, **options)
-            if single.M is None:
-                raise SolverError(f"the single-metric start failed: status '{single.status}': {single.message}")
-            options = {**options, "init": problem.lifted_metric(single.M)}
-        return FitResult(problem, solve(problem, backend=self.backend, **options),
-                         attributes={"single_solution_": single})
+        budget = Budget.start(options.get("time_limit"))  # time_limit bounds both solves together
+        with budget.running():
+            if self.init is not None:
+                single = solve(LMNNProblem(X, y, k=self.k, mu=self.mu, target_neighbors=problem.target_neighbors,
+                                           regularizer=self.regularizer), backend=self.backend, **options)
+                if single.M is None:
+                    raise SolverError(f"the single-metric start failed: status '{single.status}': {single.message}")
+                options = {**options, "init": problem.lifted_metric(single.M)}
+                if budget.limited:
+                    options["time_limit"] = max(budget.left(), 1e-3)
+            sol = solve(problem, backend=self.backend, **options)
+        return FitResult(problem, sol, attributes={"single_solution_": single})
 
     def _fitted_extras(self) -> dict[str, Any]:
         problem = self.problem_

@@ -13,6 +13,7 @@ from scipy.optimize import minimize_scalar
 from ..._validation import check_choice, check_int, check_real
 from ...constraints import iter_triplets
 from ...errors import InputError, UnknownOptionError
+from ...options import default, refuse_unused
 from ...protocols import CertifiableTerm, ScalarLossTerm, TripletProblem
 from ...solution import Solution
 from .geometry import Setup
@@ -25,16 +26,17 @@ NAME = "jax"
 
 @dataclass(frozen=True)
 class Options:
-    """The JAX backend's options, every default stated once (see :func:`solve`)."""
+    """The JAX backend's options (see :func:`solve`); the shared ones (``tol``, ``max_iter``, ``time_limit``,
+    ``verbose``, ``solver``) have their defaults and meanings in :mod:`metricopt.options`."""
 
-    solver: str | Solver | None = None
-    max_iter: int = 20_000
-    tol: float = 1e-6
-    verbose: bool = False
+    solver: str | Solver | None = default("solver", NAME)
+    max_iter: int = default("max_iter", NAME)
+    tol: float = default("tol", NAME)
+    verbose: bool = default("verbose", NAME)
     check_every: int = 10
     certify_every: int = 50
     margin: float = 0.2
-    time_limit: float | None = None
+    time_limit: float | None = default("time_limit", NAME)
     init: Any = None
     devices: Any = None
     callback: Callable | None = None
@@ -44,6 +46,7 @@ class Options:
     @classmethod
     def resolve(cls, options: dict) -> "Options":
         """Checked options from keyword arguments (``None`` for a number: its default)."""
+        refuse_unused(options, NAME)  # a shared option of the other backend only (solver_tol): saying so
         names = [f.name for f in fields(cls)]
         unknown = sorted(set(options) - set(names))
         if unknown:
@@ -125,9 +128,10 @@ def solve(problem, **options):
         2004), one iteration per pass over the pairs. ``"newton"``: trust-region Newton-CG with
         the same continuation, factor geometry only (LMNN-R). A configured instance (e.g.
         ``TrustNewton(s_min=2e-6)``) is used as given.
-    max_iter : int
-    tol : float
-        Certified relative duality gap to stop at.
+    max_iter : int, default 20000
+    tol : float, default 1e-6
+        Certified relative duality gap to stop at (:mod:`metricopt.options`); for a factor geometry (not
+        convex) the relative stationarity threshold, reported as ``stats["stationarity"]``.
     verbose : bool
         Print iteration, objective, certified gap, active-set size and time at each re-check.
     check_every : int

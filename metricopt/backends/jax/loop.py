@@ -71,9 +71,9 @@ class Objective:
     def project(self, Z):
         return _prox.project(self.composite, self.term_classes, self.data, self.geometry, Z)
 
-    def prox(self, A, step, dual=None, max_inner=_prox.INNER_MAX, tol=_prox.INNER_TOL):
+    def prox(self, A, step, dual=None, max_inner=_prox.INNER_MAX, inner_tol=_prox.INNER_TOL):
         """``(prox_{step g}(A), dual)`` (:func:`.prox.prox`; ``dual``: the inner loop's warm start and result)."""
-        return _prox.prox(self.composite, self.term_classes, self.data, self.geometry, A, step, dual, max_inner, tol)
+        return _prox.prox(self.composite, self.term_classes, self.data, self.geometry, A, step, dual, max_inner, inner_tol)
 
     def loss_data(self, loss):
         """The data of the first term whose dual piece declares the loss ``loss`` (e.g. the pairs of

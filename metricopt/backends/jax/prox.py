@@ -38,7 +38,7 @@ composition of the proxes:
   :math:`C` (feasible, exactly: it is a projection), whatever the accuracy. The dual iterate is kept in the
   solver's state between steps (warm start, rescaled by the ratio of the steps, as :math:`U_i \in t\,\partial
   R_i`), so that near convergence of the outer loop a few inner iterations suffice; the inner loop stops when
-  :math:`\|Z_k - Z_{k-1}\|_F \le` ``tol`` :math:`\|Z_k\|_F` or after ``max_inner`` iterations (FDPG's primal
+  :math:`\|Z_k - Z_{k-1}\|_F \le` ``inner_tol`` :math:`\|Z_k\|_F` or after ``max_inner`` iterations (FDPG's primal
   iterates converge at the rate :math:`O(1/k)`).
 """
 
@@ -136,7 +136,7 @@ def project(composite: Composite, term_classes: tuple, data: tuple, geometry: An
 
 
 def prox(composite: Composite, term_classes: tuple, data: tuple, geometry: Any, A: Any, step: Any, dual: Any = None,
-         max_inner: int = INNER_MAX, tol: float = INNER_TOL) -> tuple[Any, Any]:
+         max_inner: int = INNER_MAX, inner_tol: float = INNER_TOL) -> tuple[Any, Any]:
     r"""``(Z, dual)``: :math:`Z = \operatorname{prox}_{t g}(A)` (``t = step``; see the module docstring) and the inner
     loop's multipliers ``dual`` (shape ``(m, n, n)``, warm start and result; ``None`` when there is no inner
     loop). ``dual`` is expected at the scale of ``step``: the caller rescales a warm start taken at another step."""
@@ -169,7 +169,7 @@ def prox(composite: Composite, term_classes: tuple, data: tuple, geometry: Any, 
         W = U + ((t - 1.0) / t_next) * (U - U_prev)
         U_new, Z = ascent(W)
         change = jnp.sqrt(jnp.sum((Z - Z_prev) ** 2))
-        moved = (k == 0) | (change > tol * jnp.sqrt(jnp.sum(Z * Z)))
+        moved = (k == 0) | (change > inner_tol * jnp.sqrt(jnp.sum(Z * Z)))
         return k + 1, U_new, U, t_next, Z, moved
 
     one = jnp.ones((), A.dtype)
