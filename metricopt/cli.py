@@ -520,9 +520,9 @@ def _make_estimator(args):
                 "lda": lambda: LDA(n_components=args.n_components), "rca": RCA}[args.method]()
     if args.method == "nca":
         return NCA(n_components=args.n_components, solver=args.solver or "lbfgs", tol=args.tol,
-                   max_iter=args.max_iter, verbose=not args.quiet)
+                   max_iter=args.max_iter, verbose=not args.quiet, backend=args.backend)
     common = {"backend": args.backend, "solver": args.solver, "verbose": not args.quiet, "tol": args.tol,
-              "max_iter": args.max_iter}
+              "solver_tol": args.solver_tol, "max_iter": args.max_iter}
     if args.method == "lmnn":
         return LMNN(k=args.k, mu=args.mu, **common)
     if args.method == "mmc":
@@ -562,9 +562,15 @@ def fit(args):
                              "certified convex steps with the exact backend); it takes no --backend.")
         args.backend = "own solvers"
     if args.backend is None:
-        args.backend = "jax" if args.method == "nca" else "cvxpy"
-    if args.method == "nca" and args.backend != "jax":
-        raise InputError("NCA is not convex: it has no exact conic program. Use --backend jax (the default for nca).")
+        args.backend = "auto" if args.method == "nca" else "cvxpy"
+    if args.method == "nca" and args.backend not in ("auto", "numpy", "jax"):
+        raise InputError("NCA is not convex: it has no exact conic program. Use --backend numpy or jax, or leave "
+                         "--backend out (nca then picks the NumPy path for L-BFGS on a CPU, else JAX).")
+    if args.method != "nca" and args.backend == "numpy":
+        raise InputError(f"--backend numpy is NCA's NumPy path; --method {args.method} runs on cvxpy (exact) or jax.")
+    if args.solver_tol is not None and args.backend != "cvxpy":
+        raise InputError(f"--solver-tol is the exact backend's conic solver accuracy (--backend cvxpy); --method "
+                         f"{args.method} with backend {args.backend} has no conic solver to pass it to.")
     if args.time_limit is not None:
         check_real(args.time_limit, "time-limit", low=0.0, low_open=True)
         if args.backend == "closed form" or args.method == "local":
@@ -601,7 +607,8 @@ def fit(args):
         fit_estimator(est, Xtr, ytr, **extra)  # a solve without a metric raises SolverError (exit status 1)
     elapsed = time.perf_counter() - t0
     problem, sol = est.problem_, est.solution_
-    print(f"solve: status {sol.status.code}, objective {sol.objective:.10g}, {elapsed:.2f} s, "
+    ran = f", backend {sol.backend}" if args.backend == "auto" else ""  # what NCA's auto chose
+    print(f"solve: status {sol.status.code}, objective {sol.objective:.10g}, {elapsed:.2f} s{ran}, "
           f"solver {sol.solver}, iterations {sol.stats.get('iterations')}")
     if not sol.status.is_optimal:
         print(f"note: {sol.message}")
@@ -784,6 +791,8 @@ def info(args):
 
 def build_parser():
     from ._version import __version__
+    from .options import CLI_OPTIONS
+    from .options import option as solve_option
 
     p = argparse.ArgumentParser(prog="metricopt", description="Mahalanobis metric learning with certificates.",
                                 epilog="`metricopt COMMAND --help` lists the options of a command.")
@@ -840,9 +849,10 @@ def build_parser():
                    help="local: where they live (default exemplar)")
     f.add_argument("--when", choices=("offline", "online", "interpolated", "line"), default=None,
                    help="local: when they are learned (default offline; test takes online or interpolated)")
-    f.add_argument("--backend", choices=BACKENDS, default=None,
+    f.add_argument("--backend", choices=BACKENDS + ("numpy",), default=None,
                    help="cvxpy: exact conic program (default for lmnn, mmc, pola); jax: first-order solver stopped "
-                        "at a certified gap, or at a stationary point for nca (its default)")
+                        "at a certified gap, or at a stationary point for nca; numpy: nca's NumPy L-BFGS (nca's "
+                        "default on a CPU, no compilation)")
     f.add_argument("--solver", default=None,
                    help="SCS or CLARABEL (cvxpy); fista or subgradient (jax); lbfgs, newton or cg (nca); sgd, cccp "
                         "or paper (gerrymander)")
@@ -853,12 +863,9 @@ def build_parser():
     f.add_argument("--diagonal", action="store_true", help="MMC: learn a diagonal metric")
     f.add_argument("--n-components", type=int, default=None,
                    help="NCA, PCA, LDA: output dimension (default: all features; LDA: classes - 1)")
-    f.add_argument("--tol", type=float, default=None,
-                   help="solver accuracy (cvxpy, default 1e-8) or certified relative gap to stop at "
-                        "(jax, default 1e-6)")
-    f.add_argument("--max-iter", type=int, default=None, help="iteration limit (default 100000 cvxpy, 20000 jax)")
-    f.add_argument("--time-limit", type=float, default=None,
-                   help="seconds: the fit returns within max(1.25 x, x + 2 s) with status time_limit if cut short")
+    for name in CLI_OPTIONS:  # --tol, --solver-tol, --max-iter, --time-limit: the shared table's options
+        entry = solve_option(name)
+        f.add_argument(entry.flag, type=entry.kind, default=None, help=entry.meaning)
     f.add_argument("--test-size", type=float, default=0.3, help="test fraction of the stratified split (default 0.3)")
     f.add_argument("--seed", type=int, default=0, help="seed of the split (default 0)")
     f.add_argument("--pca", type=_pca_value, default=None,

@@ -22,7 +22,6 @@ from typing import Any
 from ._deadline import Budget
 from ._validation import check_problem
 from .backends import backend_module
-from .certify import certify
 from .errors import InputError
 from .problems.base import register_action
 from .solution import Solution
@@ -112,6 +111,13 @@ def _to_cvxpy(problem, working_set=None):
     return build_program(problem, working_set)
 
 
+def _certify(problem, *args, **kwargs):
+    """:func:`metricopt.certify`, imported on first use (the certifiers load CVXPY)."""
+    from .certify.core import certify
+
+    return certify(problem, *args, **kwargs)
+
+
 register_action("solve", solve)
-register_action("certify", certify)
+register_action("certify", _certify)
 register_action("to_cvxpy", _to_cvxpy)

@@ -15,7 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "metricopt"
 
 #: layers, bottom first: a module may import its own layer or the ones below it
 LAYERS = [
-    ["errors", "protocols", "linalg", "_validation", "_version", "_deadline"],
+    ["errors", "protocols", "linalg", "_validation", "_version", "_deadline", "options", "_lazy"],
     ["constraints", "knn", "balltree", "energy", "datasets", "baselines", "gerrymander"],
     ["problems", "terms", "losses"],
     ["solution"],

@@ -246,8 +246,9 @@ def test_fit_non_convex_and_closed_form_methods(method, tmp_path, capsys):
     extra = ["--n-components", "2"] if method in ("nca", "pca") else []
     assert main(["fit", "--method", method, "--data", "wine", "--quiet", "--out", str(model), *extra]) == 0
     out = capsys.readouterr().out
-    if method == "nca":
-        assert "backend jax" in out and "status stationary" in out and "no certificate" in out
+    if method == "nca":  # --backend left out: auto, which runs the NumPy path on a CPU and says so
+        assert "backend auto" in out and "status stationary" in out and "backend numpy" in out
+        assert "no certificate" in out
     else:
         assert "backend closed form" in out and "status closed_form" in out
     assert main(["predict", "--model", str(model), "--data", "wine", "--split", "test"]) == 0
@@ -258,7 +259,13 @@ def test_fit_non_convex_and_closed_form_methods(method, tmp_path, capsys):
 
 def test_nca_refuses_the_exact_backend_and_baselines_any_backend(tmp_path, capsys):
     assert main(["fit", "--method", "nca", "--backend", "cvxpy", "--data", "wine", "--out", str(tmp_path / "a.npz")]) == 2
-    assert "NCA is not convex: it has no exact conic program. Use --backend jax" in capsys.readouterr().err
+    assert ("NCA is not convex: it has no exact conic program. Use --backend numpy or jax, or leave --backend out"
+            in capsys.readouterr().err)
+    assert main(["fit", "--method", "lmnn", "--backend", "numpy", "--data", "wine", "--out", str(tmp_path / "c.npz")]) == 2
+    assert "--backend numpy is NCA's NumPy path; --method lmnn runs on cvxpy (exact) or jax." in capsys.readouterr().err
+    assert main(["fit", "--method", "nca", "--backend", "jax", "--n-components", "2", "--data", "wine", "--quiet",
+                 "--out", str(tmp_path / "d.npz")]) == 0
+    assert metricopt.io.load_model(tmp_path / "d.npz").solution_.backend == "jax"
     assert main(["fit", "--method", "lda", "--backend", "jax", "--data", "wine", "--out", str(tmp_path / "b.npz")]) == 2
     assert "--method lda is computed in closed form (an eigendecomposition); it takes no --backend." in \
         capsys.readouterr().err

@@ -45,7 +45,8 @@ def test_every_public_name_resolves_and_the_solver_stack_loads_on_demand():
             "certify_is_function": isinstance(metricopt.certify, types.FunctionType),
         }}))
     """)
-    assert got == {"before": [], "cvxpy_after": True, "missing": [], "star_missing": [], "not_in_dir": [],
+    # a problem class needs no CVXPY until a conic program is built (metricopt._lazy)
+    assert got == {"before": [], "cvxpy_after": False, "missing": [], "star_missing": [], "not_in_dir": [],
                    "problem": True, "certify_is_function": True}
 
 
@@ -78,3 +79,19 @@ def test_problem_methods_work_without_touching_metricopt_solve():
         print(json.dumps([sol.status.code, p.certify(sol.M).rel_gap is not None]))
     """)
     assert got[1] is True
+
+
+def test_a_numpy_nca_fit_loads_neither_jax_nor_cvxpy():
+    """NCA's default path on a CPU (NumPy L-BFGS) needs no conic program and no JAX: the problem layer imports
+    CVXPY on first use (:mod:`metricopt._lazy`) and the status policy does not import the certifiers."""
+    got = _run("""
+        import json, sys
+        import numpy as np
+        import metricopt as mo
+
+        X = np.random.default_rng(0).normal(size=(30, 3))
+        est = mo.NCA().fit(X, np.arange(30) % 3)
+        print(json.dumps([est.solution_.backend, est.solution_.status.code, "jax" in sys.modules,
+                          "cvxpy" in sys.modules]))
+    """)
+    assert got == ["numpy", "stationary", False, False]

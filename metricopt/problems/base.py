@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import copy
 import importlib
+from collections.abc import Mapping
 from typing import Any, Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validation import as_real_array, check_scale, check_X
 from ..errors import InputError
@@ -33,7 +35,15 @@ _ACTIONS: dict[str, Callable[..., Any]] = {}
 
 def register_action(name: str, function: Callable[..., Any]) -> None:
     """Make ``function(problem, ...)`` available as the problem method ``name`` (used by
-    :mod:`metricopt.solving` for ``solve``, ``certify`` and ``to_cvxpy``)."""
+    :mod:`metricopt.solving` for ``solve``, ``certify`` and ``to_cvxpy``).
+
+    Parameters
+    ----------
+    name : str
+        The method name (``"solve"``, ``"certify"``, ``"to_cvxpy"``).
+    function : callable
+        ``function(problem, ...)``.
+    """
     _ACTIONS[name] = function
 
 
@@ -46,11 +56,50 @@ def _action(name):
 class Constraint:
     """A constraint of a problem, beyond ``M`` PSD: a CVXPY form and a float64 violation."""
 
-    def cvxpy(self, problem, V):  # pragma: no cover - abstract
+    def cvxpy(self, problem: Any, V: Mapping[str, Any]) -> list:  # pragma: no cover - abstract
+        """Its CVXPY constraints over the variables ``V``.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the constraint belongs to.
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+
+        Returns
+        -------
+        list
+            CVXPY constraints.
+
+        Raises
+        ------
+        NotImplementedError
+            In the base class (abstract).
+        """
         raise NotImplementedError
 
-    def violation(self, problem, V):  # pragma: no cover - abstract
-        """Largest violation at a numpy point (0 when satisfied)."""
+    def violation(self, problem: Any, V: Mapping[str, Any]) -> float:  # pragma: no cover - abstract
+        """Largest violation at a numpy point (0 when satisfied).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the constraint belongs to.
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The largest violation.
+
+        Raises
+        ------
+        NotImplementedError
+            In the base class (abstract).
+        """
         raise NotImplementedError
 
 
@@ -91,11 +140,13 @@ class Problem:
 
     # ------------------------------------------------------------------ shape
     @property
-    def n(self):
+    def n(self) -> int:
+        """The number of points."""
         return self.X.shape[0]
 
     @property
-    def d(self):
+    def d(self) -> int:
+        """The number of features."""
         return self.X.shape[1]
 
     @property
@@ -133,7 +184,23 @@ class Problem:
     def factored(self, rank: int) -> "Problem":
         """The same objective over ``M = L^T L`` with a rectangular ``L`` of ``rank`` rows: a
         non-convex problem with a factor geometry (LMNN-R; Weinberger & Saul, JMLR 2009, Sec. 5.4).
-        Shares the data and terms of ``self``; solved on the JAX backend, reported ``stationary``."""
+        Shares the data and terms of ``self``; solved on the JAX backend, reported ``stationary``.
+
+        Parameters
+        ----------
+        rank : int
+            The number of rows of ``L``, between 1 and ``d``.
+
+        Returns
+        -------
+        Problem
+            A shallow copy with a factor geometry.
+
+        Raises
+        ------
+        InputError
+            For a constrained, diagonal or non-PSD problem, or a rank outside ``[1, d]``.
+        """
         if self.diagonal or self.extra_variables or self.constraints or self.geometry.kind is not GeometryKind.PSD:
             raise InputError(f"a factor (low-rank L) form is defined for unconstrained problems over a full PSD M; "
                              f"{self.method} has the geometry '{self.geometry.describe()}'.")
@@ -179,12 +246,39 @@ class Problem:
         :math:`Z \succeq 0` (``r x r``), or ``None`` (the default: it solves for ``M`` itself, rescaled by
         :meth:`coordinate_scale`). A problem declares one when ``M``'s optimum has entries that cancel in every
         distance (MMC with correlated features: :meth:`metricopt.MMCProblem.variable_basis`); the columns of
-        ``T`` must span every direction the problem's data can use, so that nothing is lost."""
+        ``T`` must span every direction the problem's data can use, so that nothing is lost.
+
+        Returns
+        -------
+        (d, r) ndarray or None
+            The basis :math:`T`, or ``None``.
+        """
         return None
 
     # ---------------------------------------------------------- evaluation
-    def check_metric(self, M, name="M", psd_tol=1e-8):
-        """Return ``M`` symmetrised as float64 after checking its shape and PSD-ness."""
+    def check_metric(self, M: Any, name: str = "M", psd_tol: float = 1e-8) -> np.ndarray:
+        """Return ``M`` symmetrised as float64 after checking its shape and PSD-ness.
+
+        Parameters
+        ----------
+        M : (d, d) array_like
+            The metric to check.
+        name : str, default "M"
+            Its name in error messages.
+        psd_tol : float, default 1e-8
+            Relative tolerance on negative eigenvalues (:func:`metricopt.linalg.psd_defect`).
+
+        Returns
+        -------
+        (d, d) ndarray
+            ``M`` symmetrised, as float64.
+
+        Raises
+        ------
+        InputError
+            When ``M`` has the wrong shape, NaN or infinite entries, is not PSD within ``psd_tol``, or is not
+            diagonal for a diagonal problem.
+        """
         M = as_real_array(M, name, f"a finite ({self.d}, {self.d}) array of numbers")
         if M.shape != (self.d, self.d):
             raise InputError(f"{name} must have shape ({self.d}, {self.d}) for data with {self.d} features; got {M.shape}.")
@@ -201,18 +295,43 @@ class Problem:
             raise InputError(f"{name} must be diagonal for the diagonal variant of {self.method}.")
         return M
 
-    def factor(self, M):
-        """``L`` with ``L^T L = M`` (negative eigenvalues clipped)."""
+    def factor(self, M: ArrayLike) -> np.ndarray:
+        """``L`` with ``L^T L = M`` (negative eigenvalues clipped).
+
+        Parameters
+        ----------
+        M : (d, d) array_like
+            The metric.
+
+        Returns
+        -------
+        (d, d) ndarray
+            ``L``.
+        """
         return factor(M)
 
-    def pair_rows(self, a, b):
-        """Rows ``r`` with ``r @ vec = d_M(x_a, x_b)`` for the backend's vectorised variable."""
+    def pair_rows(self, a: ArrayLike, b: ArrayLike) -> np.ndarray:
+        """Rows ``r`` with ``r @ vec = d_M(x_a, x_b)`` for the backend's vectorised variable.
+
+        Parameters
+        ----------
+        a : (m,) array_like of int
+            Indices of the pairs' first points.
+        b : (m,) array_like of int
+            Indices of the pairs' second points.
+
+        Returns
+        -------
+        ndarray
+            One row per pair: ``(m, d*d)`` (the row-major ``vec(M)``), or ``(m, d)`` for a diagonal problem (the
+            squared differences).
+        """
         if self.diagonal:
             D = self.X[np.asarray(a)] - self.X[np.asarray(b)]
             return D * D
         return pair_rows(self.X, a, b)
 
-    def pair_distances(self, a, b, M, chunk=200_000):
+    def pair_distances(self, a: ArrayLike, b: ArrayLike, M: ArrayLike, chunk: int = 200_000) -> np.ndarray:
         r"""``d_M(x_a, x_b) = (x_a - x_b)^T M (x_a - x_b)`` from explicit differences.
 
         With more pairs than points, through the eigendecomposition of the symmetric part,
@@ -221,7 +340,24 @@ class Problem:
         :math:`d = \lVert z^+_a - z^+_b\rVert^2 - \lVert z^-_a - z^-_b\rVert^2` from the mapped differences
         (``T d`` flops instead of ``T d^2``: 0.05 s against 0.44 s for digits' 789,000 pairs). Both forms
         take differences before any product (no cancellation of large terms, unlike ``K_aa + K_bb - 2 K_ab``);
-        the eigensolver's backward error, of order ``d eps ||M||``, is that of the explicit product."""
+        the eigensolver's backward error, of order ``d eps ||M||``, is that of the explicit product.
+
+        Parameters
+        ----------
+        a : (m,) array_like of int
+            Indices of the pairs' first points.
+        b : (m,) array_like of int
+            Indices of the pairs' second points.
+        M : (d, d) array_like
+            The metric.
+        chunk : int, default 200000
+            Pairs per block (bounds the memory).
+
+        Returns
+        -------
+        (m,) ndarray
+            One distance per pair.
+        """
         a = np.asarray(a)
         b = np.asarray(b)
         out = np.empty(a.shape[0])
@@ -240,9 +376,28 @@ class Problem:
             out[s:s + chunk] = np.einsum("md,md->m", D @ M, D)
         return out
 
-    def point(self, M, **variables):
-        """A numpy point ``V`` of the problem (checked ``M`` plus extra variables)."""
-        V = {"M": self.check_metric(M)}
+    def point(self, M: ArrayLike, **variables: float) -> dict:
+        """A numpy point ``V`` of the problem (checked ``M`` plus extra variables).
+
+        Parameters
+        ----------
+        M : (d, d) array_like
+            The metric (checked: :meth:`check_metric`).
+        **variables
+            Values of the extra variables by name (e.g. POLA's ``b``); omitted or ``None``: chosen for ``M``
+            (:meth:`best_extra`).
+
+        Returns
+        -------
+        dict
+            ``{"M": M, **extra variables}``.
+
+        Raises
+        ------
+        InputError
+            For an invalid ``M`` or a variable the problem does not have.
+        """
+        V: dict[str, Any] = {"M": self.check_metric(M)}
         for name in self.extra_variables:
             if variables.get(name) is None:
                 V[name] = self.best_extra(V["M"], name)
@@ -256,37 +411,105 @@ class Problem:
             )
         return V
 
-    def best_extra(self, M, name):  # pragma: no cover - overridden where needed
+    def best_extra(self, M: np.ndarray, name: str) -> float:  # pragma: no cover - overridden where needed
+        """The best value of the extra variable ``name`` for ``M`` (overridden by problems with extra variables).
+
+        Parameters
+        ----------
+        M : (d, d) ndarray
+            The metric.
+        name : str
+            The variable's name.
+
+        Returns
+        -------
+        float
+            The value.
+
+        Raises
+        ------
+        InputError
+            In the base class: the value must be passed.
+        """
         raise InputError(f"pass the value of variable {name!r}.")
 
-    def objective(self, M, **variables):
-        """The objective at ``M`` (and the extra variables), in float64, over all data."""
+    def objective(self, M: ArrayLike, **variables: float) -> float:
+        """The objective at ``M`` (and the extra variables), in float64, over all data.
+
+        Parameters
+        ----------
+        M : (d, d) array_like
+            The metric.
+        **variables
+            Values of the extra variables by name (e.g. POLA's ``b``); omitted or ``None``: chosen for ``M``
+            (:meth:`best_extra`).
+
+        Returns
+        -------
+        float
+            The sum of the terms' exact values.
+
+        Raises
+        ------
+        InputError
+            For an invalid ``M`` or an unknown variable (:meth:`point`).
+        """
         V = self.point(M, **variables)
         return self._objective(V)
 
     def _objective(self, V):
         return float(sum(t.value(self, V) for t in self.terms))
 
-    def max_violation(self, V):
-        """Largest violation of the problem's constraints (beyond PSD) at ``V``."""
+    def max_violation(self, V: Mapping[str, Any]) -> float:
+        """Largest violation of the problem's constraints (beyond PSD) at ``V``.
+
+        Parameters
+        ----------
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The largest violation (0 when feasible).
+        """
         return max([0.0] + [float(c.violation(self, V)) for c in self.constraints])
 
-    def repair(self, V):
+    def repair(self, V: Mapping[str, Any]) -> dict:
         """Map a point that violates the constraints slightly onto the feasible set.
 
         The exact backend applies it to the solver's answer so that the returned
         metric is feasible and its objective a true upper bound. Default: no change.
-        """
-        return V
 
-    def initial_point(self):
-        V = {"M": np.eye(self.d)}
+        Parameters
+        ----------
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        dict
+            The point on the feasible set (``V`` itself by default).
+        """
+        return V  # type: ignore[return-value]
+
+    def initial_point(self) -> dict:
+        """The starting point: ``M = I`` and every extra variable 1.
+
+        Returns
+        -------
+        dict
+            The point.
+        """
+        V: dict[str, Any] = {"M": np.eye(self.d)}
         for name in self.extra_variables:
             V[name] = 1.0
         return V
 
     # ------------------------------------------------------------- actions
-    def solve(self, backend: str = "cvxpy", **options: Any):
+    def solve(self, backend: str = "cvxpy", **options: Any) -> Any:
         """Alias of :func:`metricopt.solve` ``(self, backend, **options)``: returns a
         :class:`~metricopt.solution.Solution`.
 
@@ -298,24 +521,68 @@ class Problem:
             ``"jax"``: jitted first-order solvers in float64, stopped at a certified relative
             gap (convex problems) or at a stationary point (factor geometry); see
             :func:`metricopt.backends.jax.solve`.
+        **options
+            The backend's options.
+
+        Returns
+        -------
+        Solution
+            The solution.
         """
         return _action("solve")(self, backend=backend, **options)
 
-    def certify(self, M, **kwargs):
-        """Alias of :func:`metricopt.certify` ``(self, M, ...)``."""
+    def certify(self, M: Any, **kwargs: Any) -> Any:
+        """Alias of :func:`metricopt.certify` ``(self, M, ...)``.
+
+        Parameters
+        ----------
+        M : (d, d) array_like or Solution
+            The candidate.
+        **kwargs
+            The options of :func:`metricopt.certify` (``tol``, ``psd_tol``, ``feas_tol``, ``dual``, ``L``, extra
+            variables).
+
+        Returns
+        -------
+        Certificate
+            The certificate.
+        """
         return _action("certify")(self, M, **kwargs)
 
-    def to_cvxpy(self, working_set=None):
+    def to_cvxpy(self, working_set: Any = None) -> Any:
         """The exact program as a ``cvxpy.Problem`` (for teaching and inspection).
 
         Returns ``(cvxpy_problem, variables)``; for LMNN, ``working_set=None`` gives
         the textbook program with one slack per triplet (every triplet).
+
+        Parameters
+        ----------
+        working_set : ndarray or None
+            The triplets of the program; ``None``: every triplet.
+
+        Returns
+        -------
+        cvxpy_problem : cvxpy.Problem
+            The program.
+        variables : dict
+            Its CVXPY variables by name.
         """
         return _action("to_cvxpy")(self, working_set)
 
     def jax_terms(self, online: bool = False) -> list:
         """The terms the JAX backend's loop minimises (default: the problem's own). ``online``:
-        for an online solver that visits a loss's pairs (POLA overrides this)."""
+        for an online solver that visits a loss's pairs (POLA overrides this).
+
+        Parameters
+        ----------
+        online : bool, default False
+            For an online solver that visits a loss's pairs.
+
+        Returns
+        -------
+        list of Term
+            The terms.
+        """
         return list(self.terms)
 
     def __repr__(self):

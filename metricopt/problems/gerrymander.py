@@ -38,9 +38,11 @@ point's sets (:mod:`metricopt.certify.latent`).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from typing import Any
 
-import cvxpy as cp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validation import check_choice, check_int, check_real, check_X, check_y
 from ..errors import InputError
@@ -49,6 +51,15 @@ from ..linalg import pair_rows, pair_scatter
 from ..protocols import DualPiece
 from .base import Problem
 from .terms import Frobenius, Linear, Term, Trace, register
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_module
+
+if TYPE_CHECKING:
+    import cvxpy as cp
+else:
+    cp = lazy_module("cvxpy")  # imported on first use: building a term's CVXPY expression
 
 REGULARIZERS = ("frobenius", "trace", "identity")
 
@@ -64,43 +75,177 @@ class FrobeniusTo(Term):
     def _M0(self, d):
         return np.eye(d) if self.M0 is None else self.M0
 
-    def value(self, problem, V):
+    def value(self, problem: Any, V: Mapping[str, Any]) -> float:
+        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The term's value.
+        """
         return 0.5 * self.lam * float(np.sum((V["M"] - self._M0(problem.d)) ** 2))
 
-    def cvxpy(self, problem, V, ws=None):
+    def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
+        """The term as a CVXPY expression and extra constraints.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+        ws : ndarray or None
+            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
+            otherwise.
+
+        Returns
+        -------
+        expression : cvxpy.Expression
+            The term over the variables.
+        constraints : list
+            Extra constraints (e.g. on slack variables), possibly empty.
+        """
         return 0.5 * self.lam * cp.sum_squares(V["M"] - self._M0(problem.d)), []
 
-    def dual_piece(self, problem):
+    def dual_piece(self, problem: Any) -> DualPiece | None:
+        """The term's place in the certificates' dual.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        DualPiece or None
+            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
+            expression (:mod:`metricopt.certify.generic`) where possible.
+        """
         M0 = self._M0(problem.d)
         return DualPiece(linear=-self.lam * M0, strong_convexity=self.lam, constant=0.5 * self.lam * float(np.sum(M0 * M0)))
 
     has_jax = True
 
-    def jax_data(self, problem):
+    def jax_data(self, problem: Any) -> dict:
+        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        dict
+            Numpy float64 / int arrays by name.
+        """
         return {"lam": np.float64(self.lam), "M0": self._M0(problem.d)}
 
     @staticmethod
-    def jax_value(data, V, active=None, smoothing=0.0):
+    def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
+        """The (smoothed) value alone, in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        jax.Array
+            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
+        """
         import jax.numpy as jnp
 
         R = V["M"] - data["M0"]
         return 0.5 * data["lam"] * jnp.sum(R * R)
 
     @staticmethod
-    def jax_value_grad(data, V, active=None, smoothing=0.0):
+    def jax_value_grad(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> tuple[Any, Any, dict]:
+        """``(value, exact_value, gradients)`` at ``V``, in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        value : jax.Array
+            The (smoothed) value a solver minimises.
+        exact_value : jax.Array
+            The unsmoothed value.
+        gradients : dict
+            The gradient of ``value`` for each variable the term depends on (``"M"`` symmetric).
+        """
         v = FrobeniusTo.jax_value(data, V)
         return v, v, {"M": data["lam"] * (V["M"] - data["M0"])}
 
-    def describe(self):
+    def describe(self) -> str:
+        """A short human-readable name (messages, ``repr``).
+
+        Returns
+        -------
+        str
+            The name.
+        """
         return f"FrobeniusTo(lam={self.lam:g})"
 
-    def config(self):
+    def config(self) -> dict | None:
+        """The term as a JSON-serialisable dict, or ``None`` with a target ``M0`` (a data array).
+
+        Returns
+        -------
+        dict or None
+            ``{"term": "FrobeniusTo", "lam": lam}``, or ``None`` when ``M0`` is given.
+        """
         return {"term": "FrobeniusTo", "lam": float(self.lam)} if self.M0 is None else None
 
 
-def regularizer_terms(regularizer, lam):
+def regularizer_terms(regularizer: str, lam: float) -> list:
     """The terms of ``R(M)``: ``"frobenius"`` ``lam/2 ||M||_F^2``, ``"trace"`` ``lam tr M``, ``"identity"``
-    ``lam/2 ||M - I||_F^2``."""
+    ``lam/2 ||M - I||_F^2``.
+
+    Parameters
+    ----------
+    regularizer : {"frobenius", "trace", "identity"}
+        The regulariser.
+    lam : float > 0
+        Its weight.
+
+    Returns
+    -------
+    list of Term
+        One term.
+
+    Raises
+    ------
+    InputError
+        For an unknown regulariser or ``lam <= 0``.
+    """
     regularizer = check_choice(regularizer, "regularizer", REGULARIZERS)
     lam = check_real(lam, "lam", low=0.0, low_open=True)
     return [{"frobenius": Frobenius, "trace": Trace, "identity": FrobeniusTo}[regularizer](lam)]
@@ -177,7 +322,22 @@ class LatentHinge(Term):
     def __init__(self, C):
         self.C = check_real(C, "C", low=0.0, low_open=True)
 
-    def value(self, problem, V):
+    def value(self, problem: Any, V: Mapping[str, Any]) -> float:
+        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The term's value.
+        """
         res = problem.latent_at(V["M"])
         return self.C * float(np.sum(res.score_hat + res.loss))
 
@@ -186,19 +346,69 @@ class LatentHinge(Term):
         n = problem.n
         return np.concatenate([np.arange(n)[:, None], res.h_hat], axis=1)
 
-    def initial_working_set(self, problem, V):
+    def initial_working_set(self, problem: Any, V: Mapping[str, Any]) -> np.ndarray:
+        """The rows the exact backend's working-set loop starts from at the point ``V``.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        ndarray
+            The rows (int), one per constraint of the working set.
+        """
         star = np.concatenate([np.arange(problem.n)[:, None], problem.h_star], axis=1)
         rows = np.unique(np.concatenate([star, self._rows(problem, V["M"])]), axis=0)
         problem.keep_rows(rows)
         return rows
 
-    def all_triplets(self, problem):
+    def all_triplets(self, problem: Any) -> np.ndarray:
+        """Every row of the full (textbook) program.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        ndarray
+            The rows (int).
+        """
         raise InputError("the latent hinge ranges over every k-subset of the other points (exponentially many): "
                          "solve it with its working set (working_set=True, the default).")
 
-    def violators(self, problem, V, ws, tol=1e-9, max_add=None):
+    def violators(self, problem: Any, V: Mapping[str, Any], ws: np.ndarray, tol: float = 1e-9,
+                  max_add: int | None = None) -> tuple[np.ndarray, float]:
         """Rows ``(i, h^_i)`` (exact loss-augmented inference at ``V``) whose value exceeds the best row of ``i``
-        in ``ws`` by more than ``tol`` (relative to the point's scale). Returns ``(new_rows, max_violation)``."""
+        in ``ws`` by more than ``tol`` (relative to the point's scale). Returns ``(new_rows, max_violation)``.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+        ws : ndarray
+            The current working set (rows).
+        tol : float
+            Violations up to this are ignored.
+        max_add : int or None
+            At most this many new rows (the most violated); ``None``: all.
+
+        Returns
+        -------
+        new : ndarray
+            The violated rows outside ``ws`` (empty when the largest violation is at most ``tol``).
+        worst : float
+            The largest violation outside ``ws`` (``-inf`` when none).
+        """
         M = V["M"]
         cand = self._rows(problem, M)
         v_cand = problem.row_values(cand, M)
@@ -218,7 +428,27 @@ class LatentHinge(Term):
             problem.keep_rows(np.concatenate([ws, rows]))
         return rows, worst
 
-    def cvxpy(self, problem, V, ws=None):
+    def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
+        """The term as a CVXPY expression and extra constraints.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+        ws : ndarray or None
+            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
+            otherwise.
+
+        Returns
+        -------
+        expression : cvxpy.Expression
+            The term over the variables.
+        constraints : list
+            Extra constraints (e.g. on slack variables), possibly empty.
+        """
         if ws is None or ws.shape[0] == 0:
             raise InputError("the latent hinge needs its working set of rows (i, h).")
         anchors, members = ws[:, 0], ws[:, 1:]
@@ -228,10 +458,30 @@ class LatentHinge(Term):
         xi = cp.Variable(problem.n, name="xi")
         return self.C * cp.sum(xi), [xi[anchors] >= lam - A @ V["Mvec"]]
 
-    def dual_piece(self, problem):
+    def dual_piece(self, problem: Any) -> DualPiece | None:
+        """The term's place in the certificates' dual.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        DualPiece or None
+            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
+            expression (:mod:`metricopt.certify.generic`) where possible.
+        """
         return DualPiece(loss="latent_hinge", weight=self.C)
 
-    def describe(self):
+    def describe(self) -> str:
+        """A short human-readable name (messages, ``repr``).
+
+        Returns
+        -------
+        str
+            The name.
+        """
         return f"LatentHinge(C={self.C:g})"
 
 
@@ -267,15 +517,46 @@ class GerrymanderStepProblem(_LatentData, Problem):
                       LatentHinge(self.C)]
         self.rows = None
 
-    def latent_at(self, M):
+    def latent_at(self, M: ArrayLike) -> Any:
+        """Exact loss-augmented and correct-set inference at ``M`` for every point (cached).
+
+        Parameters
+        ----------
+        M : (d, d) array_like
+            The metric.
+
+        Returns
+        -------
+        object
+            The result of :func:`metricopt.gerrymander.infer_rows` over all points.
+        """
         return self.latent(M)
 
-    def keep_rows(self, rows):
-        """Keep the working set's rows (the certificate's candidates for its multipliers)."""
+    def keep_rows(self, rows: ArrayLike) -> None:
+        """Keep the working set's rows (the certificate's candidates for its multipliers).
+
+        Parameters
+        ----------
+        rows : (m, 1 + k) array_like
+            Rows ``(i, h)``: a point and its latent set.
+        """
         self.rows = np.asarray(rows)
 
-    def row_values(self, rows, M):
-        r"""``Lambda_r - <K_r, M>`` for rows ``(i, h)``."""
+    def row_values(self, rows: np.ndarray, M: np.ndarray) -> np.ndarray:
+        """``Lambda_r - <K_r, M>`` for rows ``(i, h)``.
+
+        Parameters
+        ----------
+        rows : (m, 1 + k) ndarray
+            Rows ``(i, h)``: a point and its latent set.
+        M : (d, d) ndarray
+            The metric.
+
+        Returns
+        -------
+        (m,) ndarray
+            One value per row.
+        """
         return self.set_losses(rows[:, 0], rows[:, 1:]) - self.set_sums(rows[:, 0], rows[:, 1:], M)
 
 
@@ -291,17 +572,77 @@ class LatentSurrogate(Term):
     def __init__(self, C):
         self.C = check_real(C, "C", low=0.0, low_open=True)
 
-    def value(self, problem, V):
+    def value(self, problem: Any, V: Mapping[str, Any]) -> float:
+        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The term's value.
+        """
         return self.C * float(np.sum(problem.latent_at(V["M"]).surrogate))
 
-    def cvxpy(self, problem, V, ws=None):
+    def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
+        """The term as a CVXPY expression and extra constraints.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+        ws : ndarray or None
+            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
+            otherwise.
+
+        Returns
+        -------
+        expression : cvxpy.Expression
+            The term over the variables.
+        constraints : list
+            Extra constraints (e.g. on slack variables), possibly empty.
+
+        Raises
+        ------
+        InputError
+            Always: the surrogate is not convex.
+        """
         raise InputError("the gerrymandering surrogate is not convex: solve its convex CCCP steps "
                          "(GerrymanderingProblem.step) or use metricopt.GerrymanderingKNN.")
 
-    def dual_piece(self, problem):
+    def dual_piece(self, problem: Any) -> DualPiece | None:
+        """The term's place in the certificates' dual.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        DualPiece or None
+            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
+            expression (:mod:`metricopt.certify.generic`) where possible.
+        """
         return None
 
-    def describe(self):
+    def describe(self) -> str:
+        """A short human-readable name (messages, ``repr``).
+
+        Returns
+        -------
+        str
+            The name.
+        """
         return f"LatentSurrogate(C={self.C:g})"
 
 
@@ -341,11 +682,34 @@ class GerrymanderingProblem(_LatentData, Problem):
         self.inference = check_choice(inference, "inference", ("exact", "paper"))
         self.terms = [*regularizer_terms(regularizer, lam), LatentSurrogate(self.C)]
 
-    def latent_at(self, M):
+    def latent_at(self, M: ArrayLike) -> Any:
+        """Both inferences at ``M`` for every point with the problem's ``inference`` (cached).
+
+        Parameters
+        ----------
+        M : (d, d) array_like
+            The metric.
+
+        Returns
+        -------
+        object
+            The result of :func:`metricopt.gerrymander.infer_rows` over all points.
+        """
         return self.latent(M, self.inference)
 
-    def step(self, M):
-        """The convex CCCP step (:class:`GerrymanderStepProblem`) at the correct sets inferred at ``M``."""
+    def step(self, M: ArrayLike) -> GerrymanderStepProblem:
+        """The convex CCCP step (:class:`GerrymanderStepProblem`) at the correct sets inferred at ``M``.
+
+        Parameters
+        ----------
+        M : (d, d) array_like
+            The metric.
+
+        Returns
+        -------
+        GerrymanderStepProblem
+            The convex step, with :math:`h^*_i` the correct sets inferred exactly at ``M``.
+        """
         h_star = self.latent(np.asarray(M, dtype=np.float64), "exact").h_star
         return GerrymanderStepProblem(self.X, self.y, self.k, h_star, C=self.C, lam=self.lam,
                                       regularizer=self.regularizer, loss=self.loss_matrix, classes=self.classes)

@@ -17,8 +17,10 @@ from __future__ import annotations
 import inspect
 import numbers
 import warnings
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validation import check_classes, check_int, check_real, check_X, check_y
 from ..constraints import target_neighbors as default_target_neighbors
@@ -49,7 +51,7 @@ KERNELS = tuple(sorted(_kernel_functions()))
 SCALED_GAMMA = ("rbf", "laplacian", "polynomial", "poly", "sigmoid")
 
 
-def check_kernel(kernel, kernel_params):
+def check_kernel(kernel: Any, kernel_params: Any) -> tuple[str, dict]:
     """Return ``(name, params)`` checked against scikit-learn's pairwise kernels.
 
     Raises
@@ -59,6 +61,20 @@ def check_kernel(kernel, kernel_params):
     InputError
         ``kernel_params`` is not a dict, names a parameter the kernel does not take, or
         gives an invalid value (``gamma <= 0``, ``degree <= 0``, a non-finite number).
+
+    Parameters
+    ----------
+    kernel : str
+        The kernel's name (case-insensitive).
+    kernel_params : dict or None
+        Keyword arguments of the kernel.
+
+    Returns
+    -------
+    name : str
+        The kernel's name, lower case.
+    params : dict
+        The checked parameters.
     """
     if not isinstance(kernel, str) or kernel.lower() not in KERNELS:
         raise UnknownOptionError(f"unknown kernel {kernel!r}; choose one of: {', '.join(KERNELS)}.")
@@ -76,7 +92,7 @@ def check_kernel(kernel, kernel_params):
     if unknown:
         takes = ", ".join(accepted) if accepted else "no parameters"
         raise InputError(f"kernel_params {unknown} are not parameters of the {name!r} kernel; it takes: {takes}.")
-    params = {}
+    params: dict[str, Any] = {}
     for key, value in kernel_params.items():
         if key == "dense_output":
             params[key] = bool(value)
@@ -84,7 +100,7 @@ def check_kernel(kernel, kernel_params):
         if value is None and key == "gamma":  # resolved from the data by KernelLMNNProblem
             params[key] = None
             continue
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):  # type: ignore[call-overload]
             raise InputError(f"kernel_params[{key!r}] must be a finite real number; got {value!r}.")
         if key in ("gamma", "degree") and value <= 0:
             raise InputError(f"kernel_params[{key!r}] must be > 0 for the {name!r} kernel; got {value!r}.")
@@ -92,9 +108,31 @@ def check_kernel(kernel, kernel_params):
     return name, params
 
 
-def kernel_matrix(A, B, kernel, params):
+def kernel_matrix(A: ArrayLike, B: ArrayLike, kernel: str, params: dict) -> np.ndarray:
     """``K[a, b] = kappa(A_a, B_b)`` through :func:`sklearn.metrics.pairwise.pairwise_kernels`,
-    as a finite float64 array (bad data for the kernel raises :class:`InputError`)."""
+    as a finite float64 array (bad data for the kernel raises :class:`InputError`).
+
+    Parameters
+    ----------
+    A : (m, d) array_like
+        The first points.
+    B : (p, d) array_like
+        The second points.
+    kernel : str
+        The kernel's name (:func:`check_kernel`).
+    params : dict
+        Its parameters.
+
+    Returns
+    -------
+    (m, p) ndarray
+        The kernel matrix.
+
+    Raises
+    ------
+    InputError
+        When the kernel fails on the data or gives NaN or infinite values.
+    """
     from sklearn.metrics.pairwise import pairwise_kernels
 
     try:
@@ -316,30 +354,116 @@ class KernelLMNNProblem(LMNNProblem):
             )
         return X
 
-    def kernel_columns(self, X):
-        """``K(X, X_train)``: row ``a`` is :math:`k_{x_a}^\\top` (uncentred kernel values)."""
+    def kernel_columns(self, X: ArrayLike) -> np.ndarray:
+        r"""``K(X, X_train)``: row ``a`` is :math:`k_{x_a}^\top` (uncentred kernel values).
+
+        Parameters
+        ----------
+        X : (m, d) array_like
+            Points in the input space (the training data's features).
+
+        Returns
+        -------
+        (m, n) ndarray
+            The kernel values against the training points.
+
+        Raises
+        ------
+        InputError
+            When the points have the wrong number of features or ``B`` is not a valid metric.
+        """
         return kernel_matrix(self._check_new(X), self.X_input, self.kernel, self.kernel_params)
 
-    def kernel_features(self, X):
+    def kernel_features(self, X: ArrayLike) -> np.ndarray:
         r"""Kernel-PCA coordinates :math:`z(x) = W^\top (k_x - K\mathbf 1/n)` of points ``X``
-        (``(m, r)``); on the training points they equal ``self.X``."""
+        (``(m, r)``); on the training points they equal ``self.X``.
+
+        Parameters
+        ----------
+        X : (m, d) array_like
+            Points in the input space (the training data's features).
+
+        Returns
+        -------
+        (m, r) ndarray
+            The coordinates.
+
+        Raises
+        ------
+        InputError
+            When the points have the wrong number of features or ``B`` is not a valid metric.
+        """
         return (self.kernel_columns(X) - self._kbar[None, :]) @ self._W
 
-    def kernel_matrix_A(self, B):
+    def kernel_matrix_A(self, B: ArrayLike) -> np.ndarray:
         r"""The ``n x n`` matrix :math:`A = W B W^\top` of the metric on kernel columns,
-        :math:`d(x, x') = (k_x - k_{x'})^\top A (k_x - k_{x'})`."""
+        :math:`d(x, x') = (k_x - k_{x'})^\top A (k_x - k_{x'})`.
+
+        Parameters
+        ----------
+        B : (r, r) array_like
+            The metric over the kernel-PCA coordinates (checked PSD).
+
+        Returns
+        -------
+        (n, n) ndarray
+            :math:`A`.
+
+        Raises
+        ------
+        InputError
+            When the points have the wrong number of features or ``B`` is not a valid metric.
+        """
         B = self.check_metric(B, name="B")
         return symmetrize(self._W @ B @ self._W.T)
 
-    def transform(self, X, B):
-        """Points whose Euclidean distances are the learned ones: ``z(X) @ L^T`` with ``B = L^T L``."""
+    def transform(self, X: ArrayLike, B: ArrayLike) -> np.ndarray:
+        """Points whose Euclidean distances are the learned ones: ``z(X) @ L^T`` with ``B = L^T L``.
+
+        Parameters
+        ----------
+        X : (m, d) array_like
+            Points in the input space (the training data's features).
+        B : (r, r) array_like
+            The metric over the kernel-PCA coordinates (checked PSD).
+
+        Returns
+        -------
+        (m, r) ndarray
+            The mapped points.
+
+        Raises
+        ------
+        InputError
+            When the points have the wrong number of features or ``B`` is not a valid metric.
+        """
         B = self.check_metric(B, name="B")
         return self.kernel_features(X) @ factor(B).T
 
-    def distances_through_kernel(self, X1, X2, B):
+    def distances_through_kernel(self, X1: ArrayLike, X2: ArrayLike, B: ArrayLike) -> np.ndarray:
         r"""Squared learned distances ``D[a, b] = (k_a - k_b)^T A (k_a - k_b)`` between the rows
         of ``X1`` and ``X2``, from the raw kernel columns and :math:`A = W B W^\top` (no kernel
-        PCA coordinates involved)."""
+        PCA coordinates involved).
+
+        Parameters
+        ----------
+        X1 : (m, d) array_like
+            Points in the input space (the training data's features).
+        X2 : (p, d) array_like
+            The second points.
+        B : (r, r) array_like
+            The metric over the kernel-PCA coordinates (checked PSD).
+
+        Returns
+        -------
+        (m, p) ndarray
+            The squared distances (clipped at 0).
+
+        Raises
+        ------
+        InputError
+            When the points have the wrong number of features or ``B`` is not a valid metric.
+        """
         A = self.kernel_matrix_A(B)
         K1 = self.kernel_columns(X1)
         K2 = self.kernel_columns(X2)

@@ -178,16 +178,40 @@ class LMNNProblem(Problem):
     # overrides ``X_lifted``, ``lift`` and ``transformed``): the hinge term, both backends and
     # the certificate reach the data only through these
     @property
-    def X_lifted(self):
+    def X_lifted(self) -> np.ndarray:
         """The points whose pair differences the metric acts on (here ``X`` itself)."""
         return self.X
 
-    def lift(self, a, b):
-        """Rows of :attr:`X_lifted` whose difference is the pair ``(a, b)`` as the metric sees it."""
+    def lift(self, a: Any, b: Any) -> tuple[Any, Any]:
+        """Rows of :attr:`X_lifted` whose difference is the pair ``(a, b)`` as the metric sees it.
+
+        Parameters
+        ----------
+        a : array_like of int
+            The pairs' first points.
+        b : array_like of int
+            Their second points.
+
+        Returns
+        -------
+        (a, b) : tuple
+            The rows (here ``a`` and ``b`` themselves).
+        """
         return a, b
 
-    def transformed(self, M):
-        """``Z = X L^T`` with ``M = L^T L`` (distances in ``Z`` are ``d_M``)."""
+    def transformed(self, M: ArrayLike) -> np.ndarray:
+        """``Z = X L^T`` with ``M = L^T L`` (distances in ``Z`` are ``d_M``).
+
+        Parameters
+        ----------
+        M : (d, d) array_like
+            The metric.
+
+        Returns
+        -------
+        (n, d) ndarray
+            ``Z``.
+        """
         return self.X @ self.factor(M).T
 
     def _use_tree(self, dim):
@@ -199,7 +223,8 @@ class LMNNProblem(Problem):
 
         return choose_search(self.n, dim) == "tree"
 
-    def find_triplets(self, M, margin=0.0, limit=None, reuse_within=0.0):
+    def find_triplets(self, M: ArrayLike, margin: float = 0.0, limit: int | None = None, reuse_within: float = 0.0
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
         """Every triplet with hinge argument ``1 + d_ij - d_il > -margin`` at ``M``:
         ``(i, j, l, h)`` (``None`` above ``limit``), by the search of :attr:`search`.
 
@@ -211,7 +236,24 @@ class LMNNProblem(Problem):
         choosing which multipliers to free: its bound is valid for any selection).
 
         With :attr:`sample_weight`, triplets whose anchor has weight 0 are left out (they count in no
-        objective, working set, active set or certificate)."""
+        objective, working set, active set or certificate).
+
+        Parameters
+        ----------
+        M : (d, d) array_like
+            The metric.
+        margin : float, default 0.0
+            Triplets with hinge argument above ``-margin`` are returned.
+        limit : int or None
+            Give up (``None``) above this many triplets.
+        reuse_within : float, default 0.0
+            Relative distance within which a kept search is reused (see above).
+
+        Returns
+        -------
+        tuple or None
+            ``(i, j, l, h)``: the anchors, targets, impostors and hinge arguments; ``None`` above ``limit``.
+        """
         M = np.ascontiguousarray(M, dtype=np.float64)
         kept = getattr(self, "_last_search", None)
         if kept is not None and kept[1] >= margin and kept[0].shape == M.shape:
@@ -241,33 +283,70 @@ class LMNNProblem(Problem):
                 found = tuple(a[keep] for a in found)
         return found
 
-    def anchor_weights(self, i):
-        """The weights ``w_i`` of the anchors ``i`` of triplets (float64), or ``None`` when unweighted."""
+    def anchor_weights(self, i: ArrayLike) -> np.ndarray | None:
+        """The weights ``w_i`` of the anchors ``i`` of triplets (float64), or ``None`` when unweighted.
+
+        Parameters
+        ----------
+        i : array_like of int
+            The anchors.
+
+        Returns
+        -------
+        ndarray or None
+            The weights.
+        """
         return None if self.sample_weight is None else self.sample_weight[np.asarray(i, dtype=np.int64)]
 
-    def hinge_sum(self, M):
+    def hinge_sum(self, M: ArrayLike) -> float:
         """``sum over all triplets of [1 + d_ij - d_il]_+`` at ``M``, exactly rounded (``math.fsum``, see
         :func:`metricopt.constraints.hinge_total`): from the kept search when it was at this very ``M``
         (see :meth:`find_triplets`; the same value as a fresh sum, bit for bit), else by a search.
-        With :attr:`sample_weight`: ``sum_t w_{i_t} [h_t]_+`` (the exactly rounded sum of the products)."""
+        With :attr:`sample_weight`: ``sum_t w_{i_t} [h_t]_+`` (the exactly rounded sum of the products).
+
+        This is the push term of LMNN without its weight (Weinberger & Saul, JMLR 2009, Eq. 14, second sum).
+
+        Parameters
+        ----------
+        M : (d, d) array_like
+            The metric.
+
+        Returns
+        -------
+        float
+            The sum.
+        """
         kept = getattr(self, "_last_search", None)
         M = np.ascontiguousarray(M, dtype=np.float64)
         if self.sample_weight is not None:
-            i, _, _, h = self.find_triplets(M, 0.0)
+            i, _, _, h = self.find_triplets(M, 0.0)  # type: ignore[misc]
             pos = h > 0
             return math.fsum((self.sample_weight[i[pos]] * h[pos]).tolist())
         if self._use_tree(self.d) or (kept is not None and kept[1] >= 0.0 and kept[0].shape == M.shape
                                       and np.array_equal(kept[0], M)):
-            h = self.find_triplets(M, 0.0)[3]
+            h = self.find_triplets(M, 0.0)[3]  # type: ignore[index]
             return math.fsum(h[h > 0].tolist())
         return hinge_total(self.transformed(M), self.y, self.target_neighbors, clusters=self.clusters)
 
-    def loss_sum(self, M, loss: ScalarLoss | None = None) -> float:
+    def loss_sum(self, M: ArrayLike, loss: ScalarLoss | None = None) -> float:
         r"""``sum over all triplets of loss(1 + d_ij - d_il)`` at ``M`` (``loss`` default :attr:`loss`), exactly
         rounded (``math.fsum`` of the per-triplet float64 values): :meth:`hinge_sum` for the hinge; else over the
         triplets with :math:`h > 0` (every loss vanishes on :math:`h \le 0`), from the kept search when it was at
         this very ``M`` (or with a tree search or sample weights), else blocked (memory ``O(block * n)``). With
-        :attr:`sample_weight`: ``sum_t w_{i_t} loss(h_t)``."""
+        :attr:`sample_weight`: ``sum_t w_{i_t} loss(h_t)``.
+
+        Parameters
+        ----------
+        M : (d, d) array_like
+            The metric.
+        loss : ScalarLoss, optional
+            The scalar loss (default :attr:`loss`).
+
+        Returns
+        -------
+        float
+            The sum.
+        """
         loss = self.loss if loss is None else loss
         if type(loss) is Hinge:
             return self.hinge_sum(M)
@@ -275,7 +354,7 @@ class LMNNProblem(Problem):
         M = np.ascontiguousarray(M, dtype=np.float64)
         if (self.sample_weight is not None or self._use_tree(self.d)
                 or (kept is not None and kept[1] >= 0.0 and kept[0].shape == M.shape and np.array_equal(kept[0], M))):
-            i, _, _, h = self.find_triplets(M, 0.0)
+            i, _, _, h = self.find_triplets(M, 0.0)  # type: ignore[misc]
             pos = h > 0
             vals = loss.value(h[pos])
             if self.sample_weight is not None:
@@ -286,34 +365,83 @@ class LMNNProblem(Problem):
             parts.extend(loss.value(h[h > 0]).tolist())
         return math.fsum(parts)
 
-    def triplet_rows(self, i, j, l):
-        """Rows ``A_t`` with ``A_t . vec(M) = d_M(x_i, x_l) - d_M(x_i, x_j)`` (from :meth:`triplet_factors`)."""
+    def triplet_rows(self, i: ArrayLike, j: ArrayLike, l: ArrayLike) -> np.ndarray:
+        """Rows ``A_t`` with ``A_t . vec(M) = d_M(x_i, x_l) - d_M(x_i, x_j)`` (from :meth:`triplet_factors`).
+
+        Parameters
+        ----------
+        i : (m,) array_like of int
+            The anchors.
+        j : (m,) array_like of int
+            The target neighbours.
+        l : (m,) array_like of int
+            The impostors.
+
+        Returns
+        -------
+        (m, D*D) ndarray
+            One row per triplet (``D`` the lifted dimension).
+        """
         U, V = self.triplet_factors(i, j, l)
         return (U[:, :, None] * U[:, None, :] - V[:, :, None] * V[:, None, :]).reshape(U.shape[0], -1)
 
-    def triplet_factors(self, i, j, l):
+    def triplet_factors(self, i: ArrayLike, j: ArrayLike, l: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """``(U, V)`` with rows ``u_t = x_i - x_l`` and ``v_t = x_i - x_j`` (lifted), so that the row
         ``A_t`` of :meth:`triplet_rows` is ``vec(u_t u_t^T - v_t v_t^T)``: the rank-two form the
-        certificate's dedicated restricted-dual solver works with."""
+        certificate's dedicated restricted-dual solver works with.
+
+        Parameters
+        ----------
+        i : (m,) array_like of int
+            The anchors.
+        j : (m,) array_like of int
+            The target neighbours.
+        l : (m,) array_like of int
+            The impostors.
+
+        Returns
+        -------
+        U : (m, D) ndarray
+            Rows ``x_i - x_l``.
+        V : (m, D) ndarray
+            Rows ``x_i - x_j``.
+        """
         Xl = self.X_lifted
         a, b = self.lift(i, l)
         c, e = self.lift(i, j)
         return Xl[a] - Xl[b], Xl[c] - Xl[e]
 
-    def triplet_scatter(self, i, j, l, w=None):
-        """``sum_t w_t (C_il - C_ij)`` (``C_ab`` the outer product of a lifted pair difference)."""
+    def triplet_scatter(self, i: ArrayLike, j: ArrayLike, l: ArrayLike, w: ArrayLike | None = None) -> np.ndarray:
+        """``sum_t w_t (C_il - C_ij)`` (``C_ab`` the outer product of a lifted pair difference).
+
+        Parameters
+        ----------
+        i : (m,) array_like of int
+            The anchors.
+        j : (m,) array_like of int
+            The target neighbours.
+        l : (m,) array_like of int
+            The impostors.
+        w : (m,) array_like or None
+            The weights ``w_t`` (``None``: all 1).
+
+        Returns
+        -------
+        (D, D) ndarray
+            The weighted sum.
+        """
         Xl = self.X_lifted
         (a, b), (c, e) = self.lift(i, l), self.lift(i, j)
         return pair_scatter(Xl, a, b, w) - pair_scatter(Xl, c, e, w)
 
     @property
-    def hinge(self):
+    def hinge(self) -> Term:
         """The push term (:class:`~metricopt.problems.terms.TripletHinge`, or the
         :class:`~metricopt.problems.terms.TripletLoss` of :attr:`loss`)."""
         return self.terms[1]
 
     @property
-    def n_triplets(self):
+    def n_triplets(self) -> int:
         """Number of triplets ``(i, j, l)`` in the full problem."""
         return n_triplets(self.y, self.target_neighbors)
 

@@ -32,7 +32,9 @@ every class), so no such :math:`T` exists in general.
 
 from __future__ import annotations
 
-import cvxpy as cp
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -42,6 +44,17 @@ from ..linalg import pair_scatter, symmetrize
 from .base import Problem
 from .softmax import jax_blocked_sum, jax_rows, numpy_blocks
 from .terms import Linear, Term, register
+
+
+from .._lazy import lazy_module
+
+if TYPE_CHECKING:
+    import cvxpy as cp
+else:
+    cp = lazy_module("cvxpy")  # imported on first use: building a term's CVXPY expression
+
+if TYPE_CHECKING:
+    from ..protocols import DualPiece
 
 #: exponential cones the exact backend accepts (one per ordered pair of points)
 MAX_EXACT_PAIRS = 200_000
@@ -59,7 +72,22 @@ class LogPartition(Term):
     def __init__(self, offset: float = 0.0):
         self.offset = float(offset)
 
-    def value(self, problem, V):
+    def value(self, problem: Any, V: Mapping[str, Any]) -> float:
+        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The term's value.
+        """
         from scipy.special import logsumexp
 
         from ..linalg import factor
@@ -69,7 +97,27 @@ class LogPartition(Term):
             total += float(np.sum(logsumexp(logits, axis=1)))
         return total + self.offset
 
-    def cvxpy(self, problem, V, ws=None):
+    def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
+        """The term as a CVXPY expression and extra constraints.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+        ws : ndarray or None
+            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
+            otherwise.
+
+        Returns
+        -------
+        expression : cvxpy.Expression
+            The term over the variables.
+        constraints : list
+            Extra constraints (e.g. on slack variables), possibly empty.
+        """
         n = problem.n
         if n * (n - 1) > MAX_EXACT_PAIRS:
             from ..errors import ProblemTooLargeError
@@ -84,22 +132,82 @@ class LogPartition(Term):
         T = cp.reshape(t[rows.ravel()], (n, n - 1), order="C")
         return cp.sum(cp.log_sum_exp(-T, axis=1)) + self.offset, []
 
-    def dual_piece(self, problem):
+    def dual_piece(self, problem: Any) -> DualPiece | None:
+        """The term's place in the certificates' dual.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        DualPiece or None
+            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
+            expression (:mod:`metricopt.certify.generic`) where possible.
+        """
         return None  # no certifier for it yet: certify raises NotCertifiableError
 
-    def jax_data(self, problem):
+    def jax_data(self, problem: Any) -> dict:
+        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        dict
+            Numpy float64 / int arrays by name.
+        """
         return {"X": problem.X - problem.X.mean(axis=0), **jax_rows(problem.n), "offset": np.float64(self.offset)}
 
     @staticmethod
-    def jax_value(data, V, active=None, smoothing=0.0):
+    def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
+        """The (smoothed) value alone, in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        jax.Array
+            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
+        """
         from jax.scipy.special import logsumexp
 
         return jax_blocked_sum(data, {"M": V["M"]}, lambda idx, logits: logsumexp(logits, axis=1)) + data["offset"]
 
-    def describe(self):
+    def describe(self) -> str:
+        """A short human-readable name (messages, ``repr``).
+
+        Returns
+        -------
+        str
+            The name.
+        """
         return "LogPartition"
 
-    def config(self):
+    def config(self) -> dict | None:
+        """The term as a JSON-serialisable dict (model files), or ``None`` when not storable.
+
+        Returns
+        -------
+        dict or None
+            ``{"term": class name, **constructor arguments}``, from which
+            :func:`metricopt.problems.terms.term_from_config` rebuilds it; ``None`` for a term that holds data
+            arrays.
+        """
         return {"term": "LogPartition", "offset": self.offset}
 
 
@@ -138,7 +246,26 @@ class MLCCProblem(Problem):
                       LogPartition(offset=-float(np.sum(np.log(size))))]
 
     def kl(self, M: ArrayLike) -> np.ndarray:
-        """``KL(p_0(.|i) || p_M(.|i))`` per point (their sum is the objective)."""
+        r"""``KL(p_0(.|i) || p_M(.|i))`` per point (their sum is the objective).
+
+        With :math:`p_0(\cdot|i)` uniform on the other members of :math:`x_i`'s class and
+        :math:`p_M(k|i) \propto e^{-d_M(x_i, x_k)}` (Globerson & Roweis, NIPS 2006; module docstring).
+
+        Parameters
+        ----------
+        M : (d, d) array_like
+            The metric (checked PSD).
+
+        Returns
+        -------
+        (n,) ndarray
+            One divergence per point.
+
+        Raises
+        ------
+        InputError
+            When ``M`` is not a valid metric (:meth:`~metricopt.problems.base.Problem.check_metric`).
+        """
         from scipy.special import logsumexp
 
         from ..linalg import factor

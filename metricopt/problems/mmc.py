@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-import cvxpy as cp
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -15,6 +16,15 @@ from ..linalg import pair_scatter
 from ..protocols import Geometry, GeometryKind
 from .base import Constraint, Problem
 from .terms import SqrtDistances
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_module
+
+if TYPE_CHECKING:
+    import cvxpy as cp
+else:
+    cp = lazy_module("cvxpy")  # imported on first use: building a term's CVXPY expression
 
 #: a direction is in the data's range when the pair differences spread along it by more than this fraction of
 #: their largest spread (every feature first scaled to unit spread by a power of two), and the similar pairs are
@@ -38,6 +48,18 @@ def exact_structure(X: np.ndarray, rows: np.ndarray) -> np.ndarray:
     in exact arithmetic, ``(x_a - x_b)_j = 0`` for a constant feature and ``(x_a - x_b)_j = (x_a - x_b)_{rep[j]}``
     for a repeated one: ``x_a - x_b = B (x_a - x_b)_F`` with ``F`` the features where ``rep[j] = j`` and ``B`` the
     0/1 matrix of :func:`expansion`.
+
+    Parameters
+    ----------
+    X : (n, d) ndarray
+        The points.
+    rows : (m,) ndarray of int
+        The points considered.
+
+    Returns
+    -------
+    rep : (d,) ndarray of int
+        ``rep[j]``: ``j`` itself, the earlier feature it repeats, or ``-1`` for a constant feature.
     """
     Xr = np.asarray(X, dtype=np.float64)[np.asarray(rows, dtype=np.int64)] + 0.0  # + 0.0: -0.0 becomes 0.0
     d = Xr.shape[1]
@@ -55,7 +77,20 @@ def exact_structure(X: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 def expansion(rep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(free, B)``: the features with ``rep[j] = j`` and the ``(d, f)`` 0/1 matrix with ``B[j, k] = 1`` where
-    ``rep[j] = free[k]`` (rows of constant features are 0)."""
+    ``rep[j] = free[k]`` (rows of constant features are 0).
+
+    Parameters
+    ----------
+    rep : (d,) ndarray of int
+        The result of :func:`exact_structure`.
+
+    Returns
+    -------
+    free : (f,) ndarray of int
+        The features with ``rep[j] = j``.
+    B : (d, f) ndarray
+        The 0/1 expansion matrix.
+    """
     d = rep.shape[0]
     free = np.flatnonzero(rep == np.arange(d))
     B = np.zeros((d, free.size))
@@ -260,13 +295,43 @@ class PairBudget(Constraint):
         self.S = S
         self.bound = float(bound)
 
-    def cvxpy(self, problem, V):
+    def cvxpy(self, problem: Any, V: Mapping[str, Any]) -> list:
+        """Its CVXPY constraints over the variables ``V``.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the constraint belongs to.
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+
+        Returns
+        -------
+        list
+            CVXPY constraints.
+        """
         T = V.get("_T")
         if T is not None:  # the exact backend's M = T Z T^T: <S, T Z T^T> = <T^T S T, Z>, formed in float64 first
             return [cp.sum(cp.multiply(T.T @ self.S @ T, V["_M"])) <= self.bound]
         return [cp.sum(cp.multiply(self.S, V["M"])) <= self.bound]
 
-    def violation(self, problem, V):
+    def violation(self, problem: Any, V: Mapping[str, Any]) -> float:
+        """Its largest violation at a numpy point (0 when satisfied).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the constraint belongs to.
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The largest violation.
+        """
         return max(0.0, float(np.sum(self.S * V["M"])) - self.bound)
 
 
@@ -349,7 +414,13 @@ class MMCProblem(Problem):
     def budget_whitening(self) -> tuple[np.ndarray, np.ndarray] | None:
         """``(T, T^+)`` of :attr:`BudgetRange.whitener` when full MMC is solved in whitened coordinates
         (the similar scatter singular or with a condition number above :data:`WHITEN_ABOVE` on the data's
-        range), else ``None`` (diagonal MMC, or a well-conditioned ``S``: solved as written)."""
+        range), else ``None`` (diagonal MMC, or a well-conditioned ``S``: solved as written).
+
+        Returns
+        -------
+        tuple or None
+            ``(T, T^+)``, or ``None`` when solved as written.
+        """
         br = self.budget_range
         if self.diagonal or br.whitener is None or br.left_inverse is None or br.rank == 0:
             return None
@@ -359,16 +430,34 @@ class MMCProblem(Problem):
 
     def variable_basis(self) -> np.ndarray | None:
         """The whitener ``T`` of :meth:`budget_whitening` (the exact backend then solves for ``Z`` with
-        ``M = T Z T^T``, whose budget is about ``trace Z``), or ``None``."""
+        ``M = T Z T^T``, whose budget is about ``trace Z``), or ``None``.
+
+        Returns
+        -------
+        (d, r) ndarray or None
+            The whitener ``T``, or ``None``.
+        """
         pair = self.budget_whitening()
         return None if pair is None else pair[0]
 
     def _geometry(self):
         return Geometry(GeometryKind.BUDGET, diagonal=self.diagonal, budget=self.similar_matrix)
 
-    def repair(self, V):
-        """Rescale ``M`` onto the budget ``<S, M> <= 1`` (MMC is homogeneous in ``M``)."""
+    def repair(self, V: Mapping[str, Any]) -> dict:
+        """Rescale ``M`` onto the budget ``<S, M> <= 1`` (MMC is homogeneous in ``M``).
+
+        Parameters
+        ----------
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        dict
+            The point, ``M`` divided by ``<S, M>`` when that exceeds 1.
+        """
         budget = float(np.sum(self.similar_matrix * V["M"]))
         if budget > 1.0:
             V = {**V, "M": V["M"] / budget}
-        return V
+        return V  # type: ignore[return-value]

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+from collections.abc import Mapping
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validation import check_choice, check_int, check_X, check_y
 from ..errors import InputError
@@ -122,7 +126,7 @@ class MultiMetricLMNNProblem(LMNNProblem):
 
     # ------------------------------------------------------------------ lifted structure
     @property
-    def d(self):
+    def d(self) -> int:
         """Size of the lifted variable :math:`\\tilde M` (``n_clusters * input_dim``)."""
         return self.n_clusters * self.X.shape[1]
 
@@ -131,30 +135,71 @@ class MultiMetricLMNNProblem(LMNNProblem):
         return Geometry(GeometryKind.PSD, blocks=self.psd_blocks)
 
     @property
-    def psd_blocks(self):
+    def psd_blocks(self) -> tuple[int, int]:
         """``(n_clusters, input_dim)``: the optimum is block diagonal, so the exact backend declares one
         PSD block per metric instead of one ``Cd x Cd`` PSD variable (same optimum, smaller program)."""
         return self.n_clusters, self.X.shape[1]
 
     @property
-    def X_lifted(self):
+    def X_lifted(self) -> np.ndarray:
+        """The points, one copy per metric (``(n_clusters * n, input_dim)``)."""
         return self._X_lifted
 
-    def lift(self, a, b):
-        """The pair ``(a, b)`` under the metric of ``b``'s cluster: rows ``c_b n + a``, ``c_b n + b``."""
+    def lift(self, a: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The pair ``(a, b)`` under the metric of ``b``'s cluster: rows ``c_b n + a``, ``c_b n + b``.
+
+        Parameters
+        ----------
+        a : array_like of int
+            The pairs' first points.
+        b : array_like of int
+            Their second points.
+
+        Returns
+        -------
+        (a, b) : tuple of ndarray
+            The rows of :attr:`X_lifted`.
+        """
         a = np.asarray(a)
         b = np.asarray(b)
-        off = self.clusters[b] * self.n
+        off = self.clusters[b] * self.n  # type: ignore[index]
         return off + a, off + b
 
-    def metrics(self, M):
-        """The diagonal blocks ``[M^1, ..., M^C]`` of the lifted ``M`` (each ``d x d``)."""
+    def metrics(self, M: ArrayLike) -> list[np.ndarray]:
+        """The diagonal blocks ``[M^1, ..., M^C]`` of the lifted ``M`` (each ``d x d``).
+
+        Parameters
+        ----------
+        M : (D, D) array_like
+            The lifted metric (``D = n_clusters * input_dim``).
+
+        Returns
+        -------
+        list of (d, d) ndarray
+            One metric per cluster (copies).
+        """
         M = np.asarray(M, dtype=np.float64)
         d = self.input_dim
         return [M[c * d:(c + 1) * d, c * d:(c + 1) * d].copy() for c in range(self.n_clusters)]
 
-    def lifted_metric(self, Ms):
-        """Block-diagonal lifted ``M`` from one metric (repeated for every cluster) or a list of them."""
+    def lifted_metric(self, Ms: Any) -> np.ndarray:
+        """Block-diagonal lifted ``M`` from one metric (repeated for every cluster) or a list of them.
+
+        Parameters
+        ----------
+        Ms : (d, d) ndarray or list of them
+            One metric, or one per cluster.
+
+        Returns
+        -------
+        (D, D) ndarray
+            The block-diagonal lifted metric.
+
+        Raises
+        ------
+        InputError
+            For a wrong number of metrics or a metric of the wrong shape.
+        """
         d = self.input_dim
         if isinstance(Ms, np.ndarray) and Ms.ndim == 2:
             Ms = [Ms] * self.n_clusters
@@ -168,32 +213,120 @@ class MultiMetricLMNNProblem(LMNNProblem):
             out[c * d:(c + 1) * d, c * d:(c + 1) * d] = Mc
         return out
 
-    def transformed(self, M):
-        """The stack ``Z[c] = X L_c^T`` (``M^c = L_c^T L_c``), shape ``(C, n, d)``."""
+    def transformed(self, M: ArrayLike) -> np.ndarray:
+        """The stack ``Z[c] = X L_c^T`` (``M^c = L_c^T L_c``), shape ``(C, n, d)``.
+
+        Parameters
+        ----------
+        M : (D, D) array_like
+            The lifted metric (``D = n_clusters * input_dim``).
+
+        Returns
+        -------
+        (C, n, d) ndarray
+            The mapped points, one stack per metric.
+        """
         return np.stack([self.X @ factor(Mc).T for Mc in self.metrics(M)])
 
-    def repair(self, V):
-        """Zero the off-diagonal blocks (the objective reads only the diagonal ones)."""
+    def repair(self, V: Mapping[str, Any]) -> dict:
+        """Zero the off-diagonal blocks (the objective reads only the diagonal ones).
+
+        Parameters
+        ----------
+        V : dict
+            The point (``V["M"]`` the lifted metric).
+
+        Returns
+        -------
+        dict
+            The repaired point (a new dict).
+        """
         return {**V, "M": self.lifted_metric(self.metrics(V["M"]))}
 
-    def initial_point(self):
+    def initial_point(self) -> dict:
+        """The starting point: the lifted identity.
+
+        Returns
+        -------
+        dict
+            ``{"M": I}``.
+        """
         return {"M": np.eye(self.d)}
 
     # ------------------------------------------------------------------ prediction
-    def knn_predict(self, X_test, M, k=None, ties="index"):
-        """kNN labels of ``X_test`` under the cluster-dependent distance (see :func:`multi_metric_knn_predict`)."""
-        return multi_metric_knn_predict(self.X, self.y, self.clusters, self.metrics(M), X_test,
+    def knn_predict(self, X_test: ArrayLike, M: ArrayLike, k: int | None = None, ties: str = "index") -> np.ndarray:
+        """kNN labels of ``X_test`` under the cluster-dependent distance (see :func:`multi_metric_knn_predict`).
+
+        Parameters
+        ----------
+        X_test : (m, input_dim) array_like
+            The test points.
+        M : (D, D) array_like
+            The lifted metric (``D = n_clusters * input_dim``).
+        k : int, optional
+            The number of neighbours (default: the problem's ``k``).
+        ties : {"index", "inclusive"}, default "index"
+            The tie rule of :func:`metricopt.knn_predict`.
+
+        Returns
+        -------
+        (m,) ndarray
+            The predicted labels.
+
+        Raises
+        ------
+        InputError
+            For invalid test points, ``k`` or ``ties``.
+        """
+        return multi_metric_knn_predict(self.X, self.y, self.clusters, self.metrics(M), X_test,  # type: ignore[arg-type]
                                         k=self.k if k is None else k, ties=ties)
 
-    def knn_loo_predict(self, M, k=None, ties="index"):
-        """Leave-one-out kNN labels of the training points under the cluster-dependent distance."""
-        return multi_metric_knn_predict(self.X, self.y, self.clusters, self.metrics(M), None,
+    def knn_loo_predict(self, M: ArrayLike, k: int | None = None, ties: str = "index") -> np.ndarray:
+        """Leave-one-out kNN labels of the training points under the cluster-dependent distance.
+
+        Parameters
+        ----------
+        M : (D, D) array_like
+            The lifted metric (``D = n_clusters * input_dim``).
+        k : int, optional
+            The number of neighbours (default: the problem's ``k``).
+        ties : {"index", "inclusive"}, default "index"
+            The tie rule of :func:`metricopt.knn_predict`.
+
+        Returns
+        -------
+        (n,) ndarray
+            The predicted labels.
+
+        Raises
+        ------
+        InputError
+            For an invalid ``k`` or ``ties``.
+        """
+        return multi_metric_knn_predict(self.X, self.y, self.clusters, self.metrics(M), None,  # type: ignore[arg-type]
                                         k=self.k if k is None else k, ties=ties)
 
 
-def multi_metric_distances(X_train, clusters, metrics, X_query):
+def multi_metric_distances(X_train: ArrayLike, clusters: np.ndarray, metrics: Any, X_query: ArrayLike) -> np.ndarray:
     r"""Squared distances :math:`D_{qj} = (x_q - x_j)^\top M^{c(j)} (x_q - x_j)` from every query
-    to every training point (``(n_query, n_train)``), each training point under its cluster's metric."""
+    to every training point (``(n_query, n_train)``), each training point under its cluster's metric.
+
+    Parameters
+    ----------
+    X_train : (n, d) array_like
+        The training points.
+    clusters : (n,) ndarray of int
+        The cluster of each training point.
+    metrics : list of (d, d) ndarray
+        One metric per cluster.
+    X_query : (m, d) array_like
+        The queries.
+
+    Returns
+    -------
+    (m, n) ndarray
+        The squared distances.
+    """
     X_train = np.asarray(X_train, dtype=np.float64)
     X_query = np.asarray(X_query, dtype=np.float64)
     from scipy.spatial.distance import cdist
@@ -207,13 +340,44 @@ def multi_metric_distances(X_train, clusters, metrics, X_query):
     return D
 
 
-def multi_metric_knn_predict(X_train, y_train, clusters, metrics, X_test, k=3, block_size=2048, ties="index"):
+def multi_metric_knn_predict(X_train: ArrayLike, y_train: ArrayLike, clusters: ArrayLike, metrics: Any,
+                             X_test: ArrayLike | None, k: int = 3, block_size: int = 2048, ties: str = "index"
+                             ) -> np.ndarray:
     """kNN rule of :func:`metricopt.knn_predict` under the multi-metric distance (the metric of the
     *training* point's cluster, JMLR 2009 Sec. 5.2). ``X_test=None``: leave-one-out on the training set.
 
     ``ties`` is the tie rule of :func:`metricopt.knn_predict`: ``"index"`` breaks exact distance
     ties by lower training index (a tied vote drops the farthest neighbour); ``"inclusive"`` lets
     every point tied with the k-th nearest vote.
+
+    Parameters
+    ----------
+    X_train : (n, d) array_like
+        The training points.
+    y_train : (n,) array_like
+        Their labels.
+    clusters : (n,) array_like of int
+        The cluster of each training point.
+    metrics : list of (d, d) ndarray
+        One metric per cluster.
+    X_test : (m, d) array_like or None
+        The test points; ``None``: leave-one-out on the training set.
+    k : int, default 3
+        The number of neighbours.
+    block_size : int, default 2048
+        Queries per block (bounds the memory).
+    ties : {"index", "inclusive"}, default "index"
+        The tie rule of :func:`metricopt.knn_predict`.
+
+    Returns
+    -------
+    ndarray
+        The predicted labels (one per test point, or per training point for leave-one-out).
+
+    Raises
+    ------
+    InputError
+        For invalid data, ``k`` larger than the available training points, or an invalid ``ties``.
     """
     from ..knn import TIE_RTOL, _check_ties, _encode, _inclusive_sets, _k_smallest_stable, _vote, _vote_inclusive
 

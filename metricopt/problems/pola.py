@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import cvxpy as cp
+from typing import Any
+from collections.abc import Mapping
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -13,6 +15,15 @@ from ..protocols import Geometry, GeometryKind
 from .base import Constraint, Problem
 from .terms import Frobenius, HalfSquare, PairHinge
 
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_module
+
+if TYPE_CHECKING:
+    import cvxpy as cp
+else:
+    cp = lazy_module("cvxpy")  # imported on first use: building a term's CVXPY expression
+
 
 class PairMargins(Constraint):
     """Hard margins ``y_t (b - d_M(x_t, x'_t)) >= 1`` for every labelled pair."""
@@ -21,15 +32,60 @@ class PairMargins(Constraint):
         self.pairs = pairs
         self.labels = labels
 
-    def margins(self, problem, V):
+    def margins(self, problem: Any, V: Mapping[str, Any]) -> np.ndarray:
+        """The margins ``y_t (b - d_M(x_t, x'_t))`` of every pair at ``V``.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the constraint belongs to.
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        (m,) ndarray
+            One margin per pair.
+        """
         d = problem.pair_distances(self.pairs[:, 0], self.pairs[:, 1], V["M"])
         return self.labels * (float(V["b"]) - d)
 
-    def cvxpy(self, problem, V):
+    def cvxpy(self, problem: Any, V: Mapping[str, Any]) -> list:
+        """Its CVXPY constraints over the variables ``V``.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the constraint belongs to.
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+
+        Returns
+        -------
+        list
+            CVXPY constraints.
+        """
         A = problem.pair_rows(self.pairs[:, 0], self.pairs[:, 1])
         return [cp.multiply(self.labels, V["b"] - A @ V["Mvec"]) >= 1]
 
-    def violation(self, problem, V):
+    def violation(self, problem: Any, V: Mapping[str, Any]) -> float:
+        """Its largest violation at a numpy point (0 when satisfied).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the constraint belongs to.
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The largest violation.
+        """
         return max(0.0, float(np.max(1.0 - self.margins(problem, V))))
 
 
@@ -40,10 +96,40 @@ class LowerBound(Constraint):
         self.var = var
         self.bound = float(bound)
 
-    def cvxpy(self, problem, V):
+    def cvxpy(self, problem: Any, V: Mapping[str, Any]) -> list:
+        """Its CVXPY constraints over the variables ``V``.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the constraint belongs to.
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+
+        Returns
+        -------
+        list
+            CVXPY constraints.
+        """
         return [V[self.var] >= self.bound]
 
-    def violation(self, problem, V):
+    def violation(self, problem: Any, V: Mapping[str, Any]) -> float:
+        """Its largest violation at a numpy point (0 when satisfied).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the constraint belongs to.
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The largest violation.
+        """
         return max(0.0, self.bound - float(V[self.var]))
 
 
@@ -125,9 +211,25 @@ class POLAProblem(Problem):
     def _geometry(self):
         return Geometry(GeometryKind.THRESHOLD, threshold="b")
 
-    def jax_terms(self, online=False):
+    def jax_terms(self, online: bool = False) -> list:
         """Hard-margin POLA (``C=None``) is solved on the JAX backend by the online algorithm only,
-        which visits the pairs carried by a :class:`PairHinge` term that no batch solver minimises."""
+        which visits the pairs carried by a :class:`PairHinge` term that no batch solver minimises.
+
+        Parameters
+        ----------
+        online : bool, default False
+            For the online solver (hard margins: a unit-weight :class:`PairHinge` is added for it to visit).
+
+        Returns
+        -------
+        list of Term
+            The terms.
+
+        Raises
+        ------
+        InputError
+            For hard-margin POLA (``C=None``) without ``online``.
+        """
         if self.C is not None:
             return list(self.terms)
         if not online:
@@ -141,8 +243,20 @@ class POLAProblem(Problem):
     #: the JAX backend's online solver (Shalev-Shwartz et al.'s algorithm) applies to this problem
     online_solvable = True
 
-    def repair(self, V):
-        """Scale ``(M, b)`` up until every hard margin holds (margins scale linearly)."""
+    def repair(self, V: Mapping[str, Any]) -> dict:
+        """Scale ``(M, b)`` up until every hard margin holds (margins scale linearly).
+
+        Parameters
+        ----------
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        dict
+            The repaired point (``b >= 1``).
+        """
         if self.C is None:
             d = self.pair_distances(self.pairs[:, 0], self.pairs[:, 1], V["M"])
             worst = float(np.min(self.pair_labels * (float(V["b"]) - d)))
@@ -150,13 +264,25 @@ class POLAProblem(Problem):
                 V = {**V, "M": V["M"] / worst, "b": float(V["b"]) / worst}
         return {**V, "b": max(float(V["b"]), 1.0)}
 
-    def best_extra(self, M, name):
+    def best_extra(self, M: np.ndarray, name: str) -> float:
         """The best threshold ``b >= 1`` for a fixed ``M`` (exact).
 
         Hard margin: the smallest ``b`` meeting every similar pair's margin. Soft margin:
         ``f(b) = b^2/2 + C sum_t [1 - y_t (b - d_t)]_+`` is convex and piecewise quadratic
         with kinks at ``1 + d_t`` (similar) and ``d_t - 1`` (dissimilar); its minimiser is
         found from the right derivative ``b - C #{sim: 1 + d > b} + C #{dis: d - 1 <= b}``.
+
+        Parameters
+        ----------
+        M : (d, d) ndarray
+            The metric.
+        name : str
+            The variable (``"b"``).
+
+        Returns
+        -------
+        float
+            The best ``b``.
         """
         d = self.pair_distances(self.pairs[:, 0], self.pairs[:, 1], M)
         sim = np.sort(1.0 + d[self.pair_labels > 0])

@@ -49,12 +49,23 @@ selection).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
-import cvxpy as cp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validation import check_real
 from .terms import Term, register
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_module
+
+if TYPE_CHECKING:
+    import cvxpy as cp
+else:
+    cp = lazy_module("cvxpy")  # imported on first use: building a term's CVXPY expression
 
 __all__ = ["OffDiagonalL1", "TraceBall", "FrobeniusNorm", "RowL21"]
 
@@ -106,16 +117,27 @@ def _from_eig(w, Q):
     return 0.5 * (Z + Z.T)
 
 
-def psd_part(M):
+def psd_part(M: Any) -> Any:
     r"""The Euclidean projection of a symmetric matrix onto the PSD cone, :math:`Q \max(\Lambda, 0) Q^\top`
-    (JAX; Higham, *Computing a nearest symmetric positive semidefinite matrix*, Linear Algebra Appl. 103, 1988)."""
+    (JAX; Higham, *Computing a nearest symmetric positive semidefinite matrix*, Linear Algebra Appl. 103, 1988).
+
+    Parameters
+    ----------
+    M : jax.Array
+        A (d, d) symmetric matrix.
+
+    Returns
+    -------
+    jax.Array
+        Its projection onto the PSD cone.
+    """
     import jax.numpy as jnp
 
     w, Q = _eigh_sym(M)
     return _from_eig(jnp.maximum(w, 0.0), Q)
 
 
-def capped_simplex(w, radius):
+def capped_simplex(w: Any, radius: Any) -> Any:
     r"""The Euclidean projection of a vector ``w`` onto :math:`\{\lambda \ge 0,\ \sum_k \lambda_k \le r\}` (JAX).
 
     If :math:`\sum_k [w_k]_+ \le r` it is :math:`[w]_+`; otherwise the constraint is tight and the projection is
@@ -123,7 +145,20 @@ def capped_simplex(w, radius):
     sorted decreasingly, :math:`\theta = (\sum_{k \le \rho} u_k - r)/\rho` for the largest :math:`\rho` with
     :math:`u_\rho > (\sum_{k \le \rho} u_k - r)/\rho` (Held, Wolfe & Crowder 1974; Duchi et al., ICML 2008,
     Fig. 1). The candidates :math:`\theta_\rho` satisfy the test on a prefix of :math:`\rho`, so counting them
-    gives :math:`\rho`."""
+    gives :math:`\rho`.
+
+    Parameters
+    ----------
+    w : jax.Array
+        The vector to project.
+    radius : float
+        The radius :math:`r \ge 0`.
+
+    Returns
+    -------
+    jax.Array
+        The projection.
+    """
     import jax.numpy as jnp
 
     clipped = jnp.maximum(w, 0.0)
@@ -145,9 +180,25 @@ class _Penalty(Term):
         self.lam = check_real(lam, "lam", low=0.0)
 
     def describe(self) -> str:
+        """A short human-readable name (messages, ``repr``).
+
+        Returns
+        -------
+        str
+            The name.
+        """
         return f"{type(self).__name__}(lam={self.lam:g})"
 
     def config(self) -> dict:
+        """The term as a JSON-serialisable dict (model files), or ``None`` when not storable.
+
+        Returns
+        -------
+        dict or None
+            ``{"term": class name, **constructor arguments}``, from which
+            :func:`metricopt.problems.terms.term_from_config` rebuilds it; ``None`` for a term that holds data
+            arrays.
+        """
         return {"term": type(self).__name__, "lam": float(self.lam)}
 
 
@@ -169,27 +220,108 @@ class OffDiagonalL1(_Penalty):
         The penalty weight :math:`\lambda`.
     """
 
-    def value(self, problem, V) -> float:
+    def value(self, problem: Any, V: Mapping[str, Any]) -> float:
+        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The term's value.
+        """
         M = np.asarray(V["M"], dtype=np.float64)
         off = ~np.eye(M.shape[0], dtype=bool)
         return self.lam * math.fsum(np.abs(M[off]).tolist())
 
-    def cvxpy(self, problem, V, ws=None):
+    def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
+        """The term as a CVXPY expression and extra constraints.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+        ws : ndarray or None
+            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
+            otherwise.
+
+        Returns
+        -------
+        expression : cvxpy.Expression
+            The term over the variables.
+        constraints : list
+            Extra constraints (e.g. on slack variables), possibly empty.
+        """
         mask = 1.0 - np.eye(problem.d)
         return self.lam * cp.sum(cp.abs(cp.multiply(mask, V["M"]))), []
 
-    def jax_data(self, problem) -> dict:
+    def jax_data(self, problem: Any) -> dict:
+        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        dict
+            Numpy float64 / int arrays by name.
+        """
         return {"lam": np.float64(self.lam), "mask": 1.0 - np.eye(problem.d), "scale": _metric_scale(problem)}
 
     @staticmethod
-    def jax_value(data, V, active=None, smoothing=0.0):
+    def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
+        """The (smoothed) value alone, in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        jax.Array
+            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
+        """
         import jax.numpy as jnp
 
         return data["lam"] * jnp.sum(data["mask"] * _abs_envelope(V["M"], smoothing * data["scale"]))
 
     @staticmethod
-    def jax_prox(data, M, step):
-        """Soft thresholding of the off-diagonal entries at ``step * lam`` (the diagonal kept)."""
+    def jax_prox(data: Any, M: Any, step: Any) -> Any:
+        """Soft thresholding of the off-diagonal entries at ``step * lam`` (the diagonal kept).
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        M : jax.Array
+            The (d, d) point.
+        step : float
+            The proximal step size.
+
+        Returns
+        -------
+        jax.Array
+            The proximal point.
+        """
         import jax.numpy as jnp
 
         cut = step * data["lam"] * data["mask"]
@@ -227,31 +359,122 @@ class TraceBall(Term):
     def __init__(self, radius: float = 1.0) -> None:
         self.radius = check_real(radius, "radius", low=0.0, low_open=True)
 
-    def trace(self, M) -> float:
-        """The exactly rounded float64 trace of ``M``."""
+    def trace(self, M: ArrayLike) -> float:
+        """The exactly rounded float64 trace of ``M``.
+
+        Parameters
+        ----------
+        M : (d, d) array_like
+            The matrix.
+
+        Returns
+        -------
+        float
+            Its trace.
+        """
         return math.fsum(np.diag(np.asarray(M, dtype=np.float64)).tolist())
 
-    def value(self, problem, V) -> float:
+    def value(self, problem: Any, V: Mapping[str, Any]) -> float:
+        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The term's value.
+        """
         return 0.0 if self.trace(V["M"]) <= self.radius else math.inf
 
-    def cvxpy(self, problem, V, ws=None):
+    def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
+        """The term as a CVXPY expression and extra constraints.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+        ws : ndarray or None
+            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
+            otherwise.
+
+        Returns
+        -------
+        expression : cvxpy.Expression
+            The term over the variables.
+        constraints : list
+            Extra constraints (e.g. on slack variables), possibly empty.
+        """
         return cp.Constant(0.0), [cp.trace(V["M"]) <= self.radius]
 
-    def repair(self, problem, V) -> dict:
+    def repair(self, problem: Any, V: Mapping[str, Any]) -> dict:
         """``V`` with ``M`` scaled onto the ball when a solver left it slightly outside (a positive multiple of a
-        PSD matrix stays PSD); the exact backend applies it to its answer."""
+        PSD matrix stays PSD); the exact backend applies it to its answer.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        dict
+            The point on the feasible set (``V`` itself when it already lies there).
+        """
         M = np.asarray(V["M"], dtype=np.float64)
         tr = self.trace(M)
         if tr <= self.radius:
-            return V
+            return V  # type: ignore[return-value]
         target = self.radius * (1.0 - 4.0 * M.shape[0] * np.finfo(np.float64).eps)
         return {**V, "M": M * (target / tr)}
 
-    def jax_data(self, problem) -> dict:
+    def jax_data(self, problem: Any) -> dict:
+        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        dict
+            Numpy float64 / int arrays by name.
+        """
         return {"radius": np.float64(self.radius)}
 
     @staticmethod
-    def jax_value(data, V, active=None, smoothing=0.0):
+    def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
+        """The (smoothed) value alone, in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        jax.Array
+            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
+        """
         import jax.numpy as jnp
 
         return jnp.where(jnp.trace(V["M"]) <= data["radius"], 0.0, jnp.inf)
@@ -267,15 +490,45 @@ class TraceBall(Term):
         return jnp.where(tr > target, Z * (target / jnp.where(tr > 0, tr, 1.0)), Z)
 
     @staticmethod
-    def jax_prox_psd(data, M, step=None):
-        """The projection onto ``{M PSD, trace M <= radius}`` (``step`` ignored: the prox of an indicator)."""
+    def jax_prox_psd(data: Any, M: Any, step: Any = None) -> Any:
+        """The projection onto ``{M PSD, trace M <= radius}`` (``step`` ignored: the prox of an indicator).
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        M : jax.Array
+            The (d, d) point.
+        step : float or None
+            The proximal step size (ignored: the prox of an indicator is the projection).
+
+        Returns
+        -------
+        jax.Array
+            The proximal point (PSD).
+        """
         w, Q = _eigh_sym(M)
         return TraceBall._inside(data, _from_eig(capped_simplex(w, data["radius"]), Q))
 
     @staticmethod
-    def jax_prox(data, M, step=None):
+    def jax_prox(data: Any, M: Any, step: Any = None) -> Any:
         """The projection onto the half-space ``{trace M <= radius}`` of symmetric matrices:
-        ``M - [tr M - r]_+ I / d``."""
+        ``M - [tr M - r]_+ I / d``.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        M : jax.Array
+            The (d, d) point.
+        step : float or None
+            The proximal step size (ignored: the prox of an indicator is the projection).
+
+        Returns
+        -------
+        jax.Array
+            The proximal point.
+        """
         import jax.numpy as jnp
 
         d = M.shape[0]
@@ -283,9 +536,25 @@ class TraceBall(Term):
         return TraceBall._inside(data, M - (excess / d) * jnp.eye(d, dtype=M.dtype))
 
     def describe(self) -> str:
+        """A short human-readable name (messages, ``repr``).
+
+        Returns
+        -------
+        str
+            The name.
+        """
         return f"TraceBall(radius={self.radius:g})"
 
     def config(self) -> dict:
+        """The term as a JSON-serialisable dict (model files), or ``None`` when not storable.
+
+        Returns
+        -------
+        dict or None
+            ``{"term": class name, **constructor arguments}``, from which
+            :func:`metricopt.problems.terms.term_from_config` rebuilds it; ``None`` for a term that holds data
+            arrays.
+        """
         return {"term": "TraceBall", "radius": float(self.radius)}
 
 
@@ -311,17 +580,83 @@ class FrobeniusNorm(_Penalty):
         The penalty weight :math:`\lambda`.
     """
 
-    def value(self, problem, V) -> float:
+    def value(self, problem: Any, V: Mapping[str, Any]) -> float:
+        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The term's value.
+        """
         return self.lam * float(np.linalg.norm(np.asarray(V["M"], dtype=np.float64)))
 
-    def cvxpy(self, problem, V, ws=None):
+    def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
+        """The term as a CVXPY expression and extra constraints.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+        ws : ndarray or None
+            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
+            otherwise.
+
+        Returns
+        -------
+        expression : cvxpy.Expression
+            The term over the variables.
+        constraints : list
+            Extra constraints (e.g. on slack variables), possibly empty.
+        """
         return self.lam * cp.norm(V["M"], "fro"), []
 
-    def jax_data(self, problem) -> dict:
+    def jax_data(self, problem: Any) -> dict:
+        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        dict
+            Numpy float64 / int arrays by name.
+        """
         return {"lam": np.float64(self.lam), "scale": _metric_scale(problem)}
 
     @staticmethod
-    def jax_value(data, V, active=None, smoothing=0.0):
+    def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
+        """The (smoothed) value alone, in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        jax.Array
+            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
+        """
         import jax.numpy as jnp
 
         M = V["M"]
@@ -335,13 +670,43 @@ class FrobeniusNorm(_Penalty):
         return M * jnp.maximum(0.0, 1.0 - step * data["lam"] / jnp.where(norm > 0, norm, 1.0))
 
     @staticmethod
-    def jax_prox(data, M, step):
-        """Block soft thresholding of the whole matrix."""
+    def jax_prox(data: Any, M: Any, step: Any) -> Any:
+        """Block soft thresholding of the whole matrix.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        M : jax.Array
+            The (d, d) point.
+        step : float
+            The proximal step size.
+
+        Returns
+        -------
+        jax.Array
+            The proximal point.
+        """
         return FrobeniusNorm._shrink(data, M, step)
 
     @staticmethod
-    def jax_prox_psd(data, M, step):
-        """The PSD part of ``M``, block soft-thresholded (exact; see the class docstring)."""
+    def jax_prox_psd(data: Any, M: Any, step: Any) -> Any:
+        """The PSD part of ``M``, block soft-thresholded (exact; see the class docstring).
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        M : jax.Array
+            The (d, d) point.
+        step : float
+            The proximal step size.
+
+        Returns
+        -------
+        jax.Array
+            The proximal point (PSD).
+        """
         return FrobeniusNorm._shrink(data, psd_part(M), step)
 
 
@@ -365,18 +730,84 @@ class RowL21(_Penalty):
         The penalty weight :math:`\lambda`.
     """
 
-    def value(self, problem, V) -> float:
+    def value(self, problem: Any, V: Mapping[str, Any]) -> float:
+        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The term's value.
+        """
         M = np.asarray(V["M"], dtype=np.float64)
         return self.lam * math.fsum(np.linalg.norm(M, axis=1).tolist())
 
-    def cvxpy(self, problem, V, ws=None):
+    def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
+        """The term as a CVXPY expression and extra constraints.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+        ws : ndarray or None
+            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
+            otherwise.
+
+        Returns
+        -------
+        expression : cvxpy.Expression
+            The term over the variables.
+        constraints : list
+            Extra constraints (e.g. on slack variables), possibly empty.
+        """
         return self.lam * cp.sum(cp.norm(V["M"], 2, axis=1)), []
 
-    def jax_data(self, problem) -> dict:
+    def jax_data(self, problem: Any) -> dict:
+        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        dict
+            Numpy float64 / int arrays by name.
+        """
         return {"lam": np.float64(self.lam), "scale": _metric_scale(problem)}
 
     @staticmethod
-    def jax_value(data, V, active=None, smoothing=0.0):
+    def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
+        """The (smoothed) value alone, in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        jax.Array
+            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
+        """
         import jax.numpy as jnp
 
         M = V["M"]

@@ -10,6 +10,9 @@ each block rematerialised (``jax.checkpoint``) so that reverse-mode differentiat
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from typing import Any
+
 import numpy as np
 
 #: rows of the softmax computed at once: ``block * n`` at most this many entries
@@ -17,13 +20,37 @@ BLOCK_ENTRIES = 1 << 21
 
 
 def block_rows(n: int) -> int:
-    """Rows per block for ``n`` points (``block * n <= BLOCK_ENTRIES``, at least one)."""
+    """Rows per block for ``n`` points (``block * n <= BLOCK_ENTRIES``, at least one).
+
+    Parameters
+    ----------
+    n : int
+        The number of points.
+
+    Returns
+    -------
+    int
+        Rows per block.
+    """
     return int(max(1, min(n, BLOCK_ENTRIES // max(n, 1))))
 
 
-def numpy_blocks(Z):
+def numpy_blocks(Z: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Yield ``(idx, logits)`` for row blocks of the points ``Z`` (n, r): ``logits[a, k] = -||z_idx[a] - z_k||^2``,
-    ``-inf`` for ``k = idx[a]``."""
+    ``-inf`` for ``k = idx[a]``.
+
+    Parameters
+    ----------
+    Z : (n, r) ndarray
+        The points.
+
+    Yields
+    ------
+    idx : (b,) ndarray of int
+        The rows of the block.
+    logits : (b, n) ndarray
+        Their logits.
+    """
     n = Z.shape[0]
     sq = np.einsum("nr,nr->n", Z, Z)
     step = block_rows(n)
@@ -36,7 +63,18 @@ def numpy_blocks(Z):
 
 def jax_rows(n: int) -> dict:
     """The block layout for :func:`jax_blocked_sum`: ``rows`` (blocks x block, padded with the last row)
-    and ``valid`` (0 on padding)."""
+    and ``valid`` (0 on padding).
+
+    Parameters
+    ----------
+    n : int
+        The number of points.
+
+    Returns
+    -------
+    dict
+        ``{"rows": (blocks, block) int32, "valid": (blocks, block) float64}``.
+    """
     step = block_rows(n)
     n_blocks = -(-n // step)
     rows = np.arange(n_blocks * step)
@@ -44,10 +82,25 @@ def jax_rows(n: int) -> dict:
             "valid": (rows < n).reshape(n_blocks, step).astype(np.float64)}
 
 
-def jax_blocked_sum(data, V, per_row):
+def jax_blocked_sum(data: Any, V: Any, per_row: Callable[[Any, Any], Any]) -> Any:
     """``sum_i per_row(idx, logits)`` over the rows (JAX), the points ``data["X"] @ V["L"].T`` when the point
     carries its factor ``L``, else distances through ``V["M"]``; ``per_row(idx, logits)`` returns one value
-    per row of the block."""
+    per row of the block.
+
+    Parameters
+    ----------
+    data : dict
+        ``X`` (n, d) and the layout of :func:`jax_rows` (``rows``, ``valid``).
+    V : dict
+        The point: ``V["L"]`` (a factor) or ``V["M"]``, JAX arrays.
+    per_row : callable
+        ``per_row(idx, logits)``: one value per row of a block.
+
+    Returns
+    -------
+    jax.Array
+        The scalar sum.
+    """
     import jax
     import jax.numpy as jnp
 

@@ -30,14 +30,24 @@ New losses and regularizers are added by subclassing :class:`Term`; the registry
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
-import cvxpy as cp
 import numpy as np
 
 from .._validation import as_real_array, check_real
 from ..errors import InputError
 from ..losses import Hinge, ScalarLoss, SmoothHinge, SquaredHinge, as_loss, smoothed_hinge
 from ..protocols import DualPiece
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_module
+
+if TYPE_CHECKING:
+    import cvxpy as cp
+else:
+    cp = lazy_module("cvxpy")  # imported on first use: building a term's CVXPY expression
 
 
 def _pair_differences(problem, pairs):
@@ -116,14 +126,43 @@ def _jax_pair_scatter(data, w):
 TERMS: dict[str, type] = {}
 
 
-def register(cls):
+def register(cls: type) -> type:
+    """Class decorator: add a concrete term class to :data:`TERMS` (by its name).
+
+    Parameters
+    ----------
+    cls : type
+        The term class.
+
+    Returns
+    -------
+    type
+        ``cls`` itself.
+    """
     TERMS[cls.__name__] = cls
     return cls
 
 
-def term_from_config(config):
+def term_from_config(config: Any) -> Term:
     """The term described by ``config`` (the dict of :meth:`Term.config`); an unknown name or
-    arguments the class does not take raise :class:`~metricopt.errors.InputError`."""
+    arguments the class does not take raise :class:`~metricopt.errors.InputError`.
+
+    Parameters
+    ----------
+    config : dict
+        The dict of :meth:`Term.config` (``{"term": class name, **arguments}``).
+
+    Returns
+    -------
+    Term
+        The rebuilt term.
+
+    Raises
+    ------
+    InputError
+        When ``config`` is not a dict with a ``"term"`` name, the name is unknown, or the class does not take
+        the arguments.
+    """
     if not isinstance(config, dict) or "term" not in config:
         raise InputError(f"a term's configuration must be a dict with a 'term' name; got {config!r}.")
     args = {k: v for k, v in config.items() if k != "term"}
@@ -154,17 +193,64 @@ class Term:
         if "has_jax" not in cls.__dict__:
             cls.has_jax = getattr(cls, "jax_value") is not Term.__dict__["jax_value"]
 
-    def value(self, problem, V):  # pragma: no cover - abstract
+    def value(self, problem: Any, V: Mapping[str, Any]) -> float:  # pragma: no cover - abstract
+        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The term's value.
+        """
         raise NotImplementedError
 
-    def cvxpy(self, problem, V, ws=None):  # pragma: no cover - abstract
-        """Return ``(expression, [constraints])``."""
+    def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None
+              ) -> tuple[Any, list]:  # pragma: no cover - abstract
+        """Return ``(expression, [constraints])``.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+        ws : ndarray or None
+            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
+            otherwise.
+
+        Returns
+        -------
+        expression : cvxpy.Expression
+            The term over the variables.
+        constraints : list
+            Extra constraints (e.g. on slack variables), possibly empty.
+        """
         raise NotImplementedError
 
-    def dual_piece(self, problem):
+    def dual_piece(self, problem: Any) -> DualPiece | None:
         """The term's place in the certificates' dual (:class:`metricopt.protocols.DualPiece`), or
         ``None``: the certificates then bound it from its CVXPY expression (:mod:`metricopt.certify.generic`)
-        where they can, and refuse otherwise (:class:`~metricopt.errors.NotCertifiableError`)."""
+        where they can, and refuse otherwise (:class:`~metricopt.errors.NotCertifiableError`).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        DualPiece or None
+            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
+            expression (:mod:`metricopt.certify.generic`) where possible.
+        """
         return None
 
     #: ``False`` for a term without a dual piece whose CVXPY form the generic certificate cannot bound
@@ -174,16 +260,54 @@ class Term:
     #: whether the term provides the JAX pieces below (``backend="jax"``)
     has_jax = False
 
-    def jax_data(self, problem):
-        """Arrays (a dict of numpy float64 / int arrays) the JAX piece needs."""
+    def jax_data(self, problem: Any) -> dict:
+        """Arrays (a dict of numpy float64 / int arrays) the JAX piece needs.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        dict
+            Numpy float64 / int arrays by name.
+
+        Raises
+        ------
+        NotImplementedError
+            For a term without a JAX piece.
+        """
         raise NotImplementedError(f"the term {self!r} has no JAX piece; backend='jax' cannot solve this problem.")
 
     @classmethod
-    def jax_value_grad(cls, data, V, active=None, smoothing=0.0):
+    def jax_value_grad(cls, data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> tuple[Any, Any, dict]:
         """``(value, exact_value, gradients)`` at a point ``V`` (dict of JAX arrays, ``V["M"]`` symmetric).
 
         Default: ``jax.value_and_grad`` of :meth:`jax_value` over every variable of ``V`` (the ``M``
-        gradient symmetrised); terms with a cheaper matrix form override it."""
+        gradient symmetrised); terms with a cheaper matrix form override it.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        value : jax.Array
+            The (smoothed) value a solver minimises.
+        exact_value : jax.Array
+            The unsmoothed value.
+        gradients : dict
+            The gradient of ``value`` for each variable the term depends on (``"M"`` symmetric).
+        """
         import jax
 
         value, grads = jax.value_and_grad(lambda W: cls.jax_value(data, W, active, smoothing))(dict(V))
@@ -193,17 +317,50 @@ class Term:
         return value, exact, grads
 
     @staticmethod
-    def jax_value(data, V, active=None, smoothing=0.0):  # pragma: no cover - abstract
-        """The (smoothed) value alone, in pure JAX."""
+    def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:  # pragma: no cover - abstract
+        """The (smoothed) value alone, in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        jax.Array
+            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
+        """
         raise NotImplementedError
 
-    def describe(self):
+    def describe(self) -> str:
+        """A short human-readable name (messages, ``repr``).
+
+        Returns
+        -------
+        str
+            The name.
+        """
         return type(self).__name__
 
-    def config(self):
+    def config(self) -> dict | None:
         """The term as a JSON-serialisable dict ``{"term": class name, **constructor arguments}``, from
         which :func:`term_from_config` rebuilds it (model files store regularizers this way); ``None``
-        for a term that holds data arrays and cannot be stored so."""
+        for a term that holds data arrays and cannot be stored so.
+
+        Returns
+        -------
+        dict or None
+            ``{"term": class name, **constructor arguments}``, from which
+            :func:`metricopt.problems.terms.term_from_config` rebuilds it; ``None`` for a term that holds data
+            arrays.
+        """
         return None
 
     def __repr__(self):
@@ -225,37 +382,158 @@ class Linear(Term):
         self.P = P
         self.name = name
 
-    def value(self, problem, V):
+    def value(self, problem: Any, V: Mapping[str, Any]) -> float:
+        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The term's value.
+        """
         return float(np.sum(self.P * V["M"]))
 
-    def cvxpy(self, problem, V, ws=None):
+    def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
+        """The term as a CVXPY expression and extra constraints.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+        ws : ndarray or None
+            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
+            otherwise.
+
+        Returns
+        -------
+        expression : cvxpy.Expression
+            The term over the variables.
+        constraints : list
+            Extra constraints (e.g. on slack variables), possibly empty.
+        """
         return cp.sum(cp.multiply(self.P, V["M"])), []
 
-    def linear_part(self, d):
+    def linear_part(self, d: int) -> np.ndarray:
+        """The term's matrix ``P`` (the term is ``<P, M>``).
+
+        Parameters
+        ----------
+        d : int
+            The number of features.
+
+        Returns
+        -------
+        (d, d) ndarray
+            The linear part.
+        """
         return self.P
 
-    def dual_piece(self, problem):
+    def dual_piece(self, problem: Any) -> DualPiece | None:
+        """The term's place in the certificates' dual.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        DualPiece or None
+            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
+            expression (:mod:`metricopt.certify.generic`) where possible.
+        """
         return DualPiece(linear=np.asarray(self.linear_part(problem.d), dtype=np.float64))
 
     has_jax = True
 
-    def jax_data(self, problem):
+    def jax_data(self, problem: Any) -> dict:
+        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        dict
+            Numpy float64 / int arrays by name.
+        """
         return {"P": np.asarray(self.linear_part(problem.d), dtype=np.float64)}
 
     @staticmethod
-    def jax_value_grad(data, V, active=None, smoothing=0.0):
+    def jax_value_grad(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> tuple[Any, Any, dict]:
+        """``(value, exact_value, gradients)`` at ``V``, in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        value : jax.Array
+            The (smoothed) value a solver minimises.
+        exact_value : jax.Array
+            The unsmoothed value.
+        gradients : dict
+            The gradient of ``value`` for each variable the term depends on (``"M"`` symmetric).
+        """
         import jax.numpy as jnp
 
         v = jnp.sum(data["P"] * V["M"])
         return v, v, {"M": data["P"]}
 
     @staticmethod
-    def jax_value(data, V, active=None, smoothing=0.0):
+    def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
+        """The (smoothed) value alone, in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        jax.Array
+            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
+        """
         import jax.numpy as jnp
 
         return jnp.sum(data["P"] * V["M"])
 
-    def describe(self):
+    def describe(self) -> str:
+        """A short human-readable name (messages, ``repr``).
+
+        Returns
+        -------
+        str
+            The name.
+        """
         return f"Linear({self.name})"
 
 
@@ -266,33 +544,151 @@ class Trace(Term):
     def __init__(self, lam=1.0):
         self.lam = check_real(lam, "lam", low=0.0)
 
-    def value(self, problem, V):
+    def value(self, problem: Any, V: Mapping[str, Any]) -> float:
+        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The term's value.
+        """
         return self.lam * float(np.trace(V["M"]))
 
-    def cvxpy(self, problem, V, ws=None):
+    def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
+        """The term as a CVXPY expression and extra constraints.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+        ws : ndarray or None
+            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
+            otherwise.
+
+        Returns
+        -------
+        expression : cvxpy.Expression
+            The term over the variables.
+        constraints : list
+            Extra constraints (e.g. on slack variables), possibly empty.
+        """
         return self.lam * cp.trace(V["M"]), []
 
-    def linear_part(self, d):
+    def linear_part(self, d: int) -> np.ndarray:
+        """The term's matrix ``P`` (the term is ``<P, M>``).
+
+        Parameters
+        ----------
+        d : int
+            The number of features.
+
+        Returns
+        -------
+        (d, d) ndarray
+            The linear part.
+        """
         return self.lam * np.eye(d)
 
-    def dual_piece(self, problem):
+    def dual_piece(self, problem: Any) -> DualPiece | None:
+        """The term's place in the certificates' dual.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        DualPiece or None
+            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
+            expression (:mod:`metricopt.certify.generic`) where possible.
+        """
         return DualPiece(linear=self.linear_part(problem.d))
 
     has_jax = True
     jax_data = Linear.jax_data  # <lam I, M> through linear_part
 
     @staticmethod
-    def jax_value_grad(data, V, active=None, smoothing=0.0):
+    def jax_value_grad(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> tuple[Any, Any, dict]:
+        """``(value, exact_value, gradients)`` at ``V``, in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        value : jax.Array
+            The (smoothed) value a solver minimises.
+        exact_value : jax.Array
+            The unsmoothed value.
+        gradients : dict
+            The gradient of ``value`` for each variable the term depends on (``"M"`` symmetric).
+        """
         return Linear.jax_value_grad(data, V, active, smoothing)
 
     @staticmethod
-    def jax_value(data, V, active=None, smoothing=0.0):
+    def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
+        """The (smoothed) value alone, in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        jax.Array
+            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
+        """
         return Linear.jax_value(data, V, active, smoothing)
 
-    def describe(self):
+    def describe(self) -> str:
+        """A short human-readable name (messages, ``repr``).
+
+        Returns
+        -------
+        str
+            The name.
+        """
         return f"Trace(lam={self.lam:g})"
 
-    def config(self):
+    def config(self) -> dict | None:
+        """The term as a JSON-serialisable dict (model files), or ``None`` when not storable.
+
+        Returns
+        -------
+        dict or None
+            ``{"term": class name, **constructor arguments}``, from which
+            :func:`metricopt.problems.terms.term_from_config` rebuilds it; ``None`` for a term that holds data
+            arrays.
+        """
         return {"term": "Trace", "lam": float(self.lam)}
 
 
@@ -303,35 +699,153 @@ class Frobenius(Term):
     def __init__(self, lam=1.0):
         self.lam = check_real(lam, "lam", low=0.0)
 
-    def value(self, problem, V):
+    def value(self, problem: Any, V: Mapping[str, Any]) -> float:
+        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The term's value.
+        """
         return 0.5 * self.lam * float(np.sum(V["M"] ** 2))
 
-    def cvxpy(self, problem, V, ws=None):
+    def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
+        """The term as a CVXPY expression and extra constraints.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+        ws : ndarray or None
+            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
+            otherwise.
+
+        Returns
+        -------
+        expression : cvxpy.Expression
+            The term over the variables.
+        constraints : list
+            Extra constraints (e.g. on slack variables), possibly empty.
+        """
         return 0.5 * self.lam * cp.sum_squares(V["M"]), []
 
-    def dual_piece(self, problem):
+    def dual_piece(self, problem: Any) -> DualPiece | None:
+        """The term's place in the certificates' dual.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        DualPiece or None
+            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
+            expression (:mod:`metricopt.certify.generic`) where possible.
+        """
         return DualPiece(strong_convexity=self.lam)
 
     has_jax = True
 
-    def jax_data(self, problem):
+    def jax_data(self, problem: Any) -> dict:
+        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        dict
+            Numpy float64 / int arrays by name.
+        """
         return {"lam": np.float64(self.lam)}
 
     @staticmethod
-    def jax_value(data, V, active=None, smoothing=0.0):
+    def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
+        """The (smoothed) value alone, in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        jax.Array
+            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
+        """
         import jax.numpy as jnp
 
         return 0.5 * data["lam"] * jnp.sum(V["M"] * V["M"])
 
     @staticmethod
-    def jax_value_grad(data, V, active=None, smoothing=0.0):
+    def jax_value_grad(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> tuple[Any, Any, dict]:
+        """``(value, exact_value, gradients)`` at ``V``, in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        value : jax.Array
+            The (smoothed) value a solver minimises.
+        exact_value : jax.Array
+            The unsmoothed value.
+        gradients : dict
+            The gradient of ``value`` for each variable the term depends on (``"M"`` symmetric).
+        """
         v = Frobenius.jax_value(data, V)
         return v, v, {"M": data["lam"] * V["M"]}
 
-    def describe(self):
+    def describe(self) -> str:
+        """A short human-readable name (messages, ``repr``).
+
+        Returns
+        -------
+        str
+            The name.
+        """
         return f"Frobenius(lam={self.lam:g})"
 
-    def config(self):
+    def config(self) -> dict | None:
+        """The term as a JSON-serialisable dict (model files), or ``None`` when not storable.
+
+        Returns
+        -------
+        dict or None
+            ``{"term": class name, **constructor arguments}``, from which
+            :func:`metricopt.problems.terms.term_from_config` rebuilds it; ``None`` for a term that holds data
+            arrays.
+        """
         return {"term": "Frobenius", "lam": float(self.lam)}
 
 
@@ -343,32 +857,146 @@ class HalfSquare(Term):
         self.var = var
         self.weight = check_real(weight, "weight", low=0.0)  # convex for weight >= 0 only
 
-    def value(self, problem, V):
+    def value(self, problem: Any, V: Mapping[str, Any]) -> float:
+        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The term's value.
+        """
         return 0.5 * self.weight * float(V[self.var]) ** 2
 
-    def cvxpy(self, problem, V, ws=None):
+    def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
+        """The term as a CVXPY expression and extra constraints.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+        ws : ndarray or None
+            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
+            otherwise.
+
+        Returns
+        -------
+        expression : cvxpy.Expression
+            The term over the variables.
+        constraints : list
+            Extra constraints (e.g. on slack variables), possibly empty.
+        """
         return 0.5 * self.weight * cp.square(V[self.var]), []
 
-    def dual_piece(self, problem):
+    def dual_piece(self, problem: Any) -> DualPiece | None:
+        """The term's place in the certificates' dual.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        DualPiece or None
+            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
+            expression (:mod:`metricopt.certify.generic`) where possible.
+        """
         return DualPiece(loss="threshold_square", weight=self.weight)
 
     has_jax = True
 
-    def jax_data(self, problem):
+    def jax_data(self, problem: Any) -> dict:
+        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        dict
+            Numpy float64 / int arrays by name.
+
+        Raises
+        ------
+        NotImplementedError
+            For a variable other than the threshold ``b``.
+        """
         if self.var != "b":
             raise NotImplementedError("the JAX piece of HalfSquare handles the threshold variable 'b' only.")
         return {"weight": np.float64(self.weight)}
 
     @staticmethod
-    def jax_value(data, V, active=None, smoothing=0.0):
+    def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
+        """The (smoothed) value alone, in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        jax.Array
+            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
+        """
         return 0.5 * data["weight"] * V["b"] ** 2
 
     @staticmethod
-    def jax_value_grad(data, V, active=None, smoothing=0.0):
+    def jax_value_grad(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> tuple[Any, Any, dict]:
+        """``(value, exact_value, gradients)`` at ``V``, in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        value : jax.Array
+            The (smoothed) value a solver minimises.
+        exact_value : jax.Array
+            The unsmoothed value.
+        gradients : dict
+            The gradient of ``value`` for each variable the term depends on (``"M"`` symmetric).
+        """
         v = HalfSquare.jax_value(data, V)
         return v, v, {"b": data["weight"] * V["b"]}
 
-    def describe(self):
+    def describe(self) -> str:
+        """A short human-readable name (messages, ``repr``).
+
+        Returns
+        -------
+        str
+            The name.
+        """
         return f"HalfSquare({self.var})"
 
 
@@ -450,7 +1078,7 @@ class TripletLoss(Term, metaclass=_TripletLossType):
     #: (matrix products instead of per-triplet gathers of ``d``-vectors); above it, gathers
     DENSE_MAX_N = 4096
     #: the loss class the JAX piece applies (set on every concrete class: see :meth:`specialised`)
-    loss_type: type | None = None
+    loss_type: Any = None
     _specialised_classes: dict = {}
 
     def __init__(self, loss, weight, margin=0.1):
@@ -462,9 +1090,25 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         self.margin = check_real(margin, "margin", low=0.0)
 
     @classmethod
-    def specialised(cls, loss_type):
+    def specialised(cls, loss_type: type) -> type:
         """The concrete term class of the loss class ``loss_type`` (made once, then reused): its JAX piece applies
-        ``loss_type.jax_value``, and it is smoothed by the backend when the loss is not smooth."""
+        ``loss_type.jax_value``, and it is smoothed by the backend when the loss is not smooth.
+
+        Parameters
+        ----------
+        loss_type : type
+            A :class:`~metricopt.losses.ScalarLoss` subclass.
+
+        Returns
+        -------
+        type
+            The term class (:class:`TripletHinge` for the hinge).
+
+        Raises
+        ------
+        InputError
+            When ``loss_type`` is not a ScalarLoss subclass.
+        """
         if loss_type is Hinge:
             return TripletHinge
         if not (isinstance(loss_type, type) and issubclass(loss_type, ScalarLoss)):
@@ -478,22 +1122,63 @@ class TripletLoss(Term, metaclass=_TripletLossType):
             globals().setdefault(name, found)  # importable by name (pickle)
         return found
 
-    def value(self, problem, V):
+    def value(self, problem: Any, V: Mapping[str, Any]) -> float:
+        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The term's value.
+        """
         if self.weight == 0.0:
             return 0.0
         if type(self.loss) is Hinge:
             return self.weight * problem.hinge_sum(V["M"])
         return self.weight * problem.loss_sum(V["M"], self.loss)
 
-    def initial_working_set(self, problem, V):
+    def initial_working_set(self, problem: Any, V: Mapping[str, Any]) -> np.ndarray:
+        """The rows the exact backend's working-set loop starts from at the point ``V``.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        ndarray
+            The rows (int), one per constraint of the working set.
+        """
         i, j, l, _ = problem.find_triplets(V["M"], self.margin)
         return np.stack([i, j, l], 1)
 
-    def all_triplets(self, problem):
-        """Every triplet ``(i, j, l)`` (only for small problems: used by the full textbook program)."""
+    def all_triplets(self, problem: Any) -> np.ndarray:
+        """Every triplet ``(i, j, l)`` (only for small problems: used by the full textbook program).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        ndarray
+            The rows (int).
+        """
         y, T = problem.y, problem.target_neighbors
         n, k = T.shape
-        out = []
+        out: Any = []
         for i in range(n):
             ls = np.flatnonzero(y != y[i])
             for jj in range(k):
@@ -504,12 +1189,34 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         w = problem.sample_weight
         return out if w is None else out[w[out[:, 0]] > 0]  # weight-0 anchors count nowhere
 
-    def violators(self, problem, V, ws, tol=1e-9, max_add=None):
+    def violators(self, problem: Any, V: Mapping[str, Any], ws: np.ndarray, tol: float = 1e-9,
+                  max_add: int | None = None) -> tuple[np.ndarray, float]:
         """Triplets outside ``ws`` whose hinge argument ``1 + d_ij - d_il`` exceeds ``tol`` at ``V``.
 
         Returns ``(new_triplets, max_violation)``; new triplets are taken with the
         term's margin so that near-active ones enter the working set together, at
         most ``max_add`` of them (the most violated) when given.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+        ws : ndarray
+            The current working set (rows).
+        tol : float
+            Violations up to this are ignored.
+        max_add : int or None
+            At most this many new rows (the most violated); ``None``: all.
+
+        Returns
+        -------
+        new : ndarray
+            The violated rows outside ``ws`` (empty when the largest violation is at most ``tol``).
+        worst : float
+            The largest violation outside ``ws`` (``-inf`` when none).
         """
         i, j, l, h = problem.find_triplets(V["M"], self.margin)
         cand = np.stack([i, j, l], 1)
@@ -530,7 +1237,27 @@ class TripletLoss(Term, metaclass=_TripletLossType):
             cand = cand[np.sort(top)]
         return cand, worst
 
-    def cvxpy(self, problem, V, ws=None):
+    def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
+        """The term as a CVXPY expression and extra constraints.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+        ws : ndarray or None
+            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
+            otherwise.
+
+        Returns
+        -------
+        expression : cvxpy.Expression
+            The term over the variables.
+        constraints : list
+            Extra constraints (e.g. on slack variables), possibly empty.
+        """
         ws = np.zeros((0, 3), np.int64) if ws is None else ws
         if ws.shape[0] == 0 or self.weight == 0.0:
             return cp.Constant(0.0), []
@@ -546,13 +1273,38 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         cost = cp.sum(cost) if w is None else w @ cost
         return self.weight * cost, [A @ V["Mvec"] >= 1 - xi]
 
-    def dual_piece(self, problem):
+    def dual_piece(self, problem: Any) -> DualPiece | None:
+        """The term's place in the certificates' dual.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        DualPiece or None
+            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
+            expression (:mod:`metricopt.certify.generic`) where possible.
+        """
         return DualPiece(loss="triplet_loss", weight=self.weight)
 
     # ------------------------------------------------------------ JAX piece
     has_jax = True
 
-    def jax_data(self, problem):
+    def jax_data(self, problem: Any) -> dict:
+        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        dict
+            Numpy float64 / int arrays by name.
+        """
         X = problem.X_lifted  # multi-metric LMNN: one copy of the points per metric
         Xc = X - X.mean(axis=0)  # pair differences and Laplacians ignore translations
         T = problem.target_neighbors
@@ -570,7 +1322,8 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         data.update({f"loss_{k}": np.float64(v) for k, v in self.loss.jax_params().items()})
         return data
 
-    def jax_active_set(self, problem, M, margin, min_capacity=256, multiple=1, limit=None):
+    def jax_active_set(self, problem: Any, M: np.ndarray, margin: float, min_capacity: int = 256, multiple: int = 1,
+                       limit: int | None = None) -> tuple[dict, int, float, np.ndarray] | None:
         """The triplets with hinge argument ``h > -margin`` at ``M`` (a full blocked search with
         :func:`metricopt.constraints.active_triplets`, memory ``O(block * n)``), padded to a
         bucketed capacity (the next power of two) so that the jitted loop compiles once per
@@ -582,6 +1335,26 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         or the anchor's weight ``w_i > 0`` for a weighted problem, so that the JAX value and gradient
         are weighted); ``exact_value`` is the term over *every* triplet at ``M`` (``weight * sum
         w_i loss(h)``, float64) and ``h`` the (padded) hinge arguments of the active triplets.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        M : (d, d) ndarray
+            The metric.
+        margin : float
+            Triplets with hinge argument above ``-margin`` are active.
+        min_capacity : int, default 256
+            The smallest padded capacity.
+        multiple : int, default 1
+            The capacity is rounded up to a multiple of this (devices it is sharded over).
+        limit : int or None
+            Give up (``None``) above this many active triplets.
+
+        Returns
+        -------
+        tuple or None
+            ``(active, size, exact_value, h)`` as described above, or ``None`` above ``limit``.
         """
         T = problem.target_neighbors
         k = T.shape[1]
@@ -593,8 +1366,8 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         size = int(i.size)
         cap = max(int(min_capacity), 1 << max(size - 1, 0).bit_length())
         cap = -(-cap // multiple) * multiple  # divisible by the number of devices it is sharded over
-        active = {"p": np.zeros(cap, np.int32), "i": np.zeros(cap, np.int32), "l": np.zeros(cap, np.int32),
-                  "mask": np.zeros(cap, np.float64)}
+        active: dict[str, np.ndarray] = {"p": np.zeros(cap, np.int32), "i": np.zeros(cap, np.int32),
+                                         "l": np.zeros(cap, np.int32), "mask": np.zeros(cap, np.float64)}
         active["p"][:size] = i * k + kk
         active["i"][:size], active["l"][:size] = problem.lift(i, l)  # rows of the lifted points
         w = _anchor_weights(problem, i)
@@ -607,21 +1380,49 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         return active, size, self.weight * total, hp  # as hinge_sum / loss_sum: exactly rounded
 
     @staticmethod
-    def jax_dense(n, capacity):
+    def jax_dense(n: int, capacity: int) -> bool:
         """Whether the JAX piece uses dense ``n x n`` matrices (static: from the shapes): when the
         active set is large against ``n^2`` (gathers of ``capacity`` ``d``-vectors would cost more
-        than ``n x n`` matrix products) and ``n <= DENSE_MAX_N``."""
+        than ``n x n`` matrix products) and ``n <= DENSE_MAX_N``.
+
+        Parameters
+        ----------
+        n : int
+            The number of (lifted) points.
+        capacity : int
+            The active set's padded capacity.
+
+        Returns
+        -------
+        bool
+            Whether the dense form is used.
+        """
         return n <= TripletLoss.DENSE_MAX_N and 4 * capacity >= n * n
 
     @staticmethod
-    def jax_margins(data, M, active):
+    def jax_margins(data: Any, M: Any, active: Any) -> Any:
         """The linear map ``A(M)_t = <C_il - C_ij, M> = d_M(x_i, x_l) - d_M(x_i, x_j)`` over the
         active set (hinge argument ``h_t = 1 - A(M)_t``).
 
         With a large active set and up to ``DENSE_MAX_N`` points (:meth:`jax_dense`) the impostor distances come from the Gram matrix
         ``G = X M X^T`` (``d_il = G_ii + G_ll - 2 G_il``: one ``n x n`` product, then a scalar
         gather per triplet); above it, from explicit differences gathered per triplet
-        (memory ``O(|active| d)``, no ``n x n`` array) otherwise."""
+        (memory ``O(|active| d)``, no ``n x n`` array) otherwise.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        M : jax.Array
+            The (d, d) metric.
+        active : dict
+            The padded active set (``p``, ``i``, ``l``, ``mask``).
+
+        Returns
+        -------
+        jax.Array
+            ``A(M)_t`` for every row of the active set.
+        """
         import jax.numpy as jnp
 
         Xc, DT = data["Xc"], data["DT"]
@@ -637,13 +1438,28 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         return dI - dT[active["p"]]
 
     @staticmethod
-    def jax_adjoint(data, active, w):
+    def jax_adjoint(data: Any, active: Any, w: Any) -> Any:
         """The adjoint ``A^T w = sum_t w_t (C_il - C_ij)`` as one weighted graph Laplacian,
         ``X^T (D - W - W^T) X`` with ``W`` holding ``+w_t`` on the impostor pair ``(i, l)`` and
         ``-w_t`` on the target pair ``(i, j)`` of every triplet and ``D`` its degrees (never one
         triplet at a time): ``W X`` and ``D`` are segment sums (in the dense case, :meth:`jax_dense`,
         the impostor part of ``W`` is scattered into an ``n x n`` matrix), then two ``n x d`` by
-        ``d x n`` products. ``w`` must vanish on padding."""
+        ``d x n`` products. ``w`` must vanish on padding.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        active : dict
+            The padded active set (``p``, ``i``, ``l``, ``mask``).
+        w : jax.Array
+            The weights ``w_t`` (0 on padding).
+
+        Returns
+        -------
+        jax.Array
+            The symmetric (d, d) matrix ``A^T w``.
+        """
         import jax
         import jax.numpy as jnp
 
@@ -672,10 +1488,32 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         return {k[5:]: v for k, v in data.items() if k.startswith("loss_")}
 
     @classmethod
-    def jax_value_grad(cls, data, V, active=None, smoothing=0.0):
+    def jax_value_grad(cls, data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> tuple[Any, Any, dict]:
         """Matrix form of the (sub)gradient: ``-weight * A^T w = weight * (S_target(w) - S_impostor(w))``
         with ``w_t = phi'(h_t)``, ``phi`` the loss (smoothed to width ``s`` where it is not smooth: for the
-        hinge ``1[h_t > 0]`` at ``s = 0``); see :meth:`jax_adjoint`."""
+        hinge ``1[h_t > 0]`` at ``s = 0``); see :meth:`jax_adjoint`.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        value : jax.Array
+            The (smoothed) value a solver minimises.
+        exact_value : jax.Array
+            The unsmoothed value.
+        gradients : dict
+            The gradient of ``value`` for each variable the term depends on (``"M"`` symmetric).
+        """
         import jax.numpy as jnp
 
         mu, mask = data["weight"], active["mask"]
@@ -687,17 +1525,52 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         return value, exact, {"M": -mu * cls.jax_adjoint(data, active, w * mask)}
 
     @classmethod
-    def jax_value(cls, data, V, active=None, smoothing=0.0):
+    def jax_value(cls, data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
+        """The (smoothed) value alone, in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        jax.Array
+            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
+        """
         import jax.numpy as jnp
 
         h = 1.0 - cls.jax_margins(data, V["M"], active)
         phi, _ = cls.loss_type.jax_value(h, smoothing, **cls._loss_params(data))
         return data["weight"] * jnp.sum(phi * active["mask"])
 
-    def describe(self):
+    def describe(self) -> str:
+        """A short human-readable name (messages, ``repr``).
+
+        Returns
+        -------
+        str
+            The name.
+        """
         return f"TripletLoss({self.loss.name}, weight={self.weight:g})"
 
-    def config(self):
+    def config(self) -> dict | None:
+        """The term as a JSON-serialisable dict (model files), or ``None`` when not storable.
+
+        Returns
+        -------
+        dict or None
+            ``{"term": class name, **constructor arguments}``, from which
+            :func:`metricopt.problems.terms.term_from_config` rebuilds it; ``None`` for a term that holds data
+            arrays.
+        """
         return {"term": "TripletLoss", "loss": self.loss.config(), "weight": float(self.weight),
                 "margin": float(self.margin)}
 
@@ -726,13 +1599,42 @@ class TripletHinge(TripletLoss):
     def __init__(self, weight, margin=0.1):
         super().__init__(Hinge(), weight, margin)
 
-    def dual_piece(self, problem):
+    def dual_piece(self, problem: Any) -> DualPiece | None:
+        """The term's place in the certificates' dual.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        DualPiece or None
+            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
+            expression (:mod:`metricopt.certify.generic`) where possible.
+        """
         return DualPiece(loss="triplet_hinge", weight=self.weight)
 
-    def describe(self):
+    def describe(self) -> str:
+        """A short human-readable name (messages, ``repr``).
+
+        Returns
+        -------
+        str
+            The name.
+        """
         return f"TripletHinge(weight={self.weight:g})"
 
-    def config(self):
+    def config(self) -> dict | None:
+        """The term as a JSON-serialisable dict (model files), or ``None`` when not storable.
+
+        Returns
+        -------
+        dict or None
+            ``{"term": class name, **constructor arguments}``, from which
+            :func:`metricopt.problems.terms.term_from_config` rebuilds it; ``None`` for a term that holds data
+            arrays.
+        """
         return {"term": "TripletHinge", "weight": float(self.weight), "margin": float(self.margin)}
 
 
@@ -754,15 +1656,64 @@ class SqrtDistances(Term):
         self.weight = check_real(weight, "weight")
         self.convex = self.weight <= 0
 
-    def distances(self, problem, M):
+    def distances(self, problem: Any, M: np.ndarray) -> np.ndarray:
+        """The squared distances ``d_M(x_a, x_b)`` of the term's pairs.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        M : (d, d) ndarray
+            The metric.
+
+        Returns
+        -------
+        (m,) ndarray
+            One distance per pair.
+        """
         return problem.pair_distances(self.pairs[:, 0], self.pairs[:, 1], M)
 
-    def value(self, problem, V):
+    def value(self, problem: Any, V: Mapping[str, Any]) -> float:
+        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The term's value.
+        """
         return self.weight * float(np.sum(np.sqrt(np.maximum(self.distances(problem, V["M"]), 0.0))))
 
-    def cvxpy(self, problem, V, ws=None):
+    def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
         # u_l <= sqrt(t_l) as the 3-d second-order cone ||(2 u_l, t_l - 1)|| <= t_l + 1, where
         # t_l = cone_scale * d_M is the distance in the solver's O(1) scale; sqrt(d_M) = u_l / sqrt(cone_scale)
+        """The term as a CVXPY expression and extra constraints.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+        ws : ndarray or None
+            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
+            otherwise.
+
+        Returns
+        -------
+        expression : cvxpy.Expression
+            The term over the variables.
+        constraints : list
+            Extra constraints (e.g. on slack variables), possibly empty.
+        """
         sc = float(V.get("cone_scale", 1.0))
         if "_T" not in V:
             t = problem.pair_rows(self.pairs[:, 0], self.pairs[:, 1]) @ V["Mvec"] * sc
@@ -774,14 +1725,39 @@ class SqrtDistances(Term):
         u = cp.Variable(len(self.pairs), name="sqrt_d")
         return self.weight * cp.sum(u) / np.sqrt(sc), [cp.SOC(t + 1, cp.vstack([2 * u, t - 1]), axis=0)]
 
-    def dual_piece(self, problem):
+    def dual_piece(self, problem: Any) -> DualPiece | None:
+        """The term's place in the certificates' dual.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        DualPiece or None
+            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
+            expression (:mod:`metricopt.certify.generic`) where possible.
+        """
         return DualPiece(loss="sqrt_distances", weight=self.weight)
 
     has_jax = True
 
-    def jax_data(self, problem):
+    def jax_data(self, problem: Any) -> dict:
         # the diagonal variant differs only in its feasible set (the backend's projection keeps M diagonal)
         # smoothing scale: the median root distance at the identity metric (scaled onto MMC's budget)
+        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        dict
+            Numpy float64 / int arrays by name.
+        """
         sq = problem.pair_distances(self.pairs[:, 0], self.pairs[:, 1], np.eye(problem.d))
         S = problem.geometry.budget  # MMC's similar-pair scatter (None without a budget)
         if S is not None:
@@ -802,15 +1778,56 @@ class SqrtDistances(Term):
         return jnp.sqrt(dist + eps * eps), jnp.sqrt(dist)
 
     @staticmethod
-    def jax_value(data, V, active=None, smoothing=0.0):
+    def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
+        """The (smoothed) value alone, in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        jax.Array
+            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
+        """
         import jax.numpy as jnp
 
         return data["weight"] * jnp.sum(SqrtDistances._roots(data, V, smoothing)[0])
 
     @staticmethod
-    def jax_value_grad(data, V, active=None, smoothing=0.0):
+    def jax_value_grad(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> tuple[Any, Any, dict]:
         """Gradient ``weight * sum_t C_t / (2 sqrt(d_t + eps^2))`` as one weighted scatter
-        ``D^T diag(w) D`` (for ``eps = 0``, ``d_t`` floored at the smallest normal float)."""
+        ``D^T diag(w) D`` (for ``eps = 0``, ``d_t`` floored at the smallest normal float).
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        value : jax.Array
+            The (smoothed) value a solver minimises.
+        exact_value : jax.Array
+            The unsmoothed value.
+        gradients : dict
+            The gradient of ``value`` for each variable the term depends on (``"M"`` symmetric).
+        """
         import jax.numpy as jnp
 
         smooth, root = SqrtDistances._roots(data, V, smoothing)
@@ -818,7 +1835,14 @@ class SqrtDistances(Term):
         return (data["weight"] * jnp.sum(smooth), data["weight"] * jnp.sum(root),
                 {"M": data["weight"] * _jax_pair_scatter(data, w)})
 
-    def describe(self):
+    def describe(self) -> str:
+        """A short human-readable name (messages, ``repr``).
+
+        Returns
+        -------
+        str
+            The name.
+        """
         return f"SqrtDistances({len(self.pairs)} pairs, weight={self.weight:g})"
 
 
@@ -831,44 +1855,173 @@ class PairHinge(Term):
         self.labels = np.asarray(labels, dtype=np.float64)
         self.C = check_real(C, "C", low=0.0)
 
-    def margins(self, problem, V):
+    def margins(self, problem: Any, V: Mapping[str, Any]) -> np.ndarray:
+        """The margins ``y_t (b - d_M(x_t, x'_t))`` of the term's pairs at ``V``.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        (m,) ndarray
+            One margin per pair.
+        """
         d = problem.pair_distances(self.pairs[:, 0], self.pairs[:, 1], V["M"])
         return self.labels * (float(V["b"]) - d)
 
-    def value(self, problem, V):
+    def value(self, problem: Any, V: Mapping[str, Any]) -> float:
+        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The term's value.
+        """
         return self.C * float(np.sum(np.maximum(1.0 - self.margins(problem, V), 0.0)))
 
-    def cvxpy(self, problem, V, ws=None):
+    def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
+        """The term as a CVXPY expression and extra constraints.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+        ws : ndarray or None
+            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
+            otherwise.
+
+        Returns
+        -------
+        expression : cvxpy.Expression
+            The term over the variables.
+        constraints : list
+            Extra constraints (e.g. on slack variables), possibly empty.
+        """
         A = problem.pair_rows(self.pairs[:, 0], self.pairs[:, 1])
         xi = cp.Variable(len(self.pairs), nonneg=True, name="xi")
         margin = cp.multiply(self.labels, V["b"] - A @ V["Mvec"])
         return self.C * cp.sum(xi), [margin >= 1 - xi]
 
-    def dual_piece(self, problem):
+    def dual_piece(self, problem: Any) -> DualPiece | None:
+        """The term's place in the certificates' dual.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        DualPiece or None
+            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
+            expression (:mod:`metricopt.certify.generic`) where possible.
+        """
         return DualPiece(loss="pair_hinge", weight=self.C)
 
     has_jax = True
     jax_smoothed = True
 
-    def jax_data(self, problem):
+    def jax_data(self, problem: Any) -> dict:
+        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        dict
+            Numpy float64 / int arrays by name.
+        """
         return {**_pair_jax_data(problem, self.pairs), "y": self.labels, "C": np.float64(self.C)}
 
     @staticmethod
-    def jax_hinge_arguments(data, V):
-        """``h_t = 1 - y_t (b - d_M(x_t, x'_t))`` for every pair."""
+    def jax_hinge_arguments(data: Any, V: Any) -> Any:
+        """``h_t = 1 - y_t (b - d_M(x_t, x'_t))`` for every pair.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]``, ``V["b"]``).
+
+        Returns
+        -------
+        jax.Array
+            One hinge argument per pair.
+        """
         return 1.0 - data["y"] * (V["b"] - _jax_pair_distances(data, V["M"]))
 
     @staticmethod
-    def jax_value(data, V, active=None, smoothing=0.0):
+    def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
+        """The (smoothed) value alone, in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        jax.Array
+            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
+        """
         import jax.numpy as jnp
 
         phi, _ = smoothed_hinge(PairHinge.jax_hinge_arguments(data, V), smoothing)
         return data["C"] * jnp.sum(phi)
 
     @staticmethod
-    def jax_value_grad(data, V, active=None, smoothing=0.0):
+    def jax_value_grad(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> tuple[Any, Any, dict]:
         """``dh_t/dM = y_t C_t`` and ``dh_t/db = -y_t``: the ``M`` gradient is one weighted scatter
-        ``C D^T diag(y phi_s'(h)) D``."""
+        ``C D^T diag(y phi_s'(h)) D``.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        value : jax.Array
+            The (smoothed) value a solver minimises.
+        exact_value : jax.Array
+            The unsmoothed value.
+        gradients : dict
+            The gradient of ``value`` for each variable the term depends on (``"M"`` symmetric).
+        """
         import jax.numpy as jnp
 
         h = PairHinge.jax_hinge_arguments(data, V)
@@ -878,5 +2031,12 @@ class PairHinge(Term):
         return (C * jnp.sum(phi), C * jnp.sum(jnp.maximum(h, 0.0)),
                 {"M": C * _jax_pair_scatter(data, yw), "b": -C * jnp.sum(yw)})
 
-    def describe(self):
+    def describe(self) -> str:
+        """A short human-readable name (messages, ``repr``).
+
+        Returns
+        -------
+        str
+            The name.
+        """
         return f"PairHinge({len(self.pairs)} pairs, C={self.C:g})"
