@@ -28,10 +28,10 @@ included, kept a 1 s limit on 200-300 digits points; nothing bounds that compila
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 #: the promised wall time of a solve with ``time_limit=L``: ``max(SLACK_FACTOR * L, L + SLACK_SECONDS)``
 SLACK_FACTOR = 1.25
@@ -69,7 +69,7 @@ def seconds_left(now: float | None = None) -> float | None:
     return at - (time.perf_counter() if now is None else now)
 
 
-def conic_seconds(prog) -> float | None:
+def conic_seconds(prog: Any) -> float | None:
     """The time limit to give a conic solver on the CVXPY program ``prog`` under the deadline in force: ``None``
     without one, ``0.0`` when too little is left to compile and start it (:data:`CONIC_SECONDS_PER_SCALAR`; the
     caller then skips it), else the seconds left less the estimated compilation."""
@@ -141,10 +141,10 @@ class Budget:
             return None
         return self.soft + CERTIFY_SHARE * (self.hard - self.soft)
 
-    def running(self):
+    def running(self) -> AbstractContextManager[float | None]:
         """The context of the solve itself: the hard deadline in force (nested solves stay within it)."""
         return deadline(self.hard)
 
-    def closing(self):
+    def closing(self) -> AbstractContextManager[float | None]:
         """The context of the closing certificate: :attr:`certify_by` in force."""
         return deadline(self.certify_by)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -10,7 +11,7 @@ import scipy.sparse as sp
 from .errors import InputError, InputTypeError, UnknownOptionError
 
 
-def check_X(X, name="X"):
+def check_X(X: Any, name: str = "X") -> np.ndarray:
     """Return ``X`` as a C-contiguous float64 2-D array, or raise :class:`InputError`."""
     if sp.issparse(X):
         raise InputError(f"{name} is a sparse matrix; metricopt needs dense input: pass {name}.toarray().")
@@ -53,7 +54,7 @@ def check_X(X, name="X"):
     return np.ascontiguousarray(arr)
 
 
-def as_real_array(value, name, what="an array of real numbers"):
+def as_real_array(value: Any, name: str, what: str = "an array of real numbers") -> np.ndarray:
     """``value`` as a float64 array (any shape), or :class:`InputError`: for values that do not convert,
     and for complex input -- even with all imaginary parts zero, as for ``X`` (see :func:`check_X`): a
     complex dtype is refused rather than silently cast (numpy's cast would drop the imaginary parts).
@@ -94,7 +95,7 @@ def as_real_array(value, name, what="an array of real numbers"):
 SCALE_LIMITS = (1e-100, 1e100)
 
 
-def check_scale(X, name="X"):
+def check_scale(X: np.ndarray, name: str = "X") -> np.ndarray:
     """Raise :class:`InputError` when the features of ``X`` (finite, 2-D) span so much or so little that
     squared distances between samples overflow or underflow float64 (see :data:`SCALE_LIMITS`)."""
     with np.errstate(over="ignore"):
@@ -192,7 +193,7 @@ def check_labels(labels, name="y"):
     return arr
 
 
-def check_y(y, n_samples, name="y"):
+def check_y(y: Any, n_samples: int, name: str = "y") -> np.ndarray:
     """Return labels as a 1-D array of length ``n_samples``, or raise :class:`InputError`.
 
     The labels themselves are checked by :func:`check_labels` (a list that mixes numbers and strings
@@ -322,7 +323,7 @@ def check_problem(problem, caller):
                      f"got {type(problem).__name__}.{hint}")
 
 
-def check_int(value, name, low=None):
+def check_int(value: Any, name: str, low: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InputError(f"{name} must be an integer; got {value!r}.")
     if low is not None and value < low:
@@ -337,7 +338,8 @@ def check_int(value, name, low=None):
 REAL_LIMIT = 1e50
 
 
-def check_real(value, name, low=None, high=None, low_open=False):
+def check_real(value: Any, name: str, low: float | None = None, high: float | None = None,
+               low_open: bool = False) -> float:
     """Return ``value`` as a float after checking that it is a finite real number in the given range and at
     most :data:`REAL_LIMIT` in magnitude; otherwise raise :class:`InputError` naming the valid range."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
@@ -357,7 +359,7 @@ def check_real(value, name, low=None, high=None, low_open=False):
     return value
 
 
-def check_choice(value, name, choices):
+def check_choice(value: Any, name: str, choices: Any) -> Any:
     """Return ``value`` (case-insensitive match) if it is one of ``choices``, else raise."""
     lookup = {str(c).lower(): c for c in choices}
     key = str(value).lower()

@@ -81,7 +81,10 @@ SIAM, 2002.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.neighbors import BallTree, KDTree
 
 from . import constraints as _constraints
@@ -148,7 +151,8 @@ def _sorted_by_distance(cand, e):
 # ---------------------------------------------------------------------------
 
 
-def tree_target_neighbors(X, y, k, leaf_size=40, *, tree="ball", return_stats=False):
+def tree_target_neighbors(X: ArrayLike, y: ArrayLike, k: int, leaf_size: int = 40, *, tree: str = "ball",
+                          return_stats: bool = False) -> Any:
     r"""The ``k`` nearest same-class points of every point, found with one tree per class.
 
     Same contract and same output as :func:`metricopt.constraints.target_neighbors`:
@@ -280,7 +284,9 @@ def _reference_target_rows(Xc, idx, rows, k, T):
 # ---------------------------------------------------------------------------
 
 
-def tree_active_triplets(Z, y, targets, margin=0.0, leaf_size=40, limit=None, *, tree="ball"):
+def tree_active_triplets(Z: ArrayLike, y: ArrayLike, targets: ArrayLike, margin: float = 0.0, leaf_size: int = 40,
+                         limit: int | None = None, *,
+                         tree: str = "ball") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     r"""All LMNN triplets with hinge argument ``h > -margin``, found with per-class trees.
 
     Same contract and the same set of triplets (with bit-for-bit equal hinge
@@ -350,6 +356,13 @@ def tree_active_triplets(Z, y, targets, margin=0.0, leaf_size=40, limit=None, *,
     References
     ----------
     Weinberger & Saul, JMLR 10:207-244, 2009, Eq. (13) and Section 6.
+
+    Raises
+    ------
+    InputError
+        For an invalid ``leaf_size`` or ``limit``.
+    UnknownOptionError
+        For an unknown ``tree``.
     """
     Z = np.asarray(Z, dtype=np.float64)
     y = np.asarray(y)
@@ -409,8 +422,9 @@ def tree_active_triplets(Z, y, targets, margin=0.0, leaf_size=40, limit=None, *,
 # ---------------------------------------------------------------------------
 
 
-def knn_tree_predict(X_train, y_train, X_test, k=3, *, L=None, M=None, leaf_size=40, tree="kd",
-                     return_stats=False):
+def knn_tree_predict(X_train: ArrayLike, y_train: ArrayLike, X_test: ArrayLike, k: int = 3, *,
+                     L: ArrayLike | None = None, M: ArrayLike | None = None, leaf_size: int = 40, tree: str = "kd",
+                     return_stats: bool = False) -> Any:
     r"""kNN prediction under a Mahalanobis metric through a tree; same output as :func:`metricopt.knn.knn_predict`.
 
     The distance is :math:`d_M(a, b) = (a - b)^T M (a - b) = \lVert L(a - b)\rVert^2`.
@@ -527,7 +541,7 @@ def knn_tree_predict(X_train, y_train, X_test, k=3, *, L=None, M=None, leaf_size
 # ---------------------------------------------------------------------------
 
 
-def choose_search(n, d):
+def choose_search(n: int, d: int) -> str:
     r"""``"tree"`` or ``"brute"``: which neighbour search to use for ``n`` points in dimension ``d``.
 
     Rule: ``"tree"`` when ``n >= TREE_MIN_N`` (2,000) and ``d <= TREE_MAX_DIM``

@@ -21,7 +21,10 @@ never certified for a metric-learning objective). With ``C`` classes, class mean
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 import scipy.linalg
 
 from ._validation import check_classes, check_X, check_y
@@ -63,16 +66,55 @@ def _rank_for(w, n_components, name):
     return int(min(d, np.searchsorted(cum, frac - 1e-12) + 1))
 
 
-def pca_map(X, n_components=None):
-    """``(L, retained variance fraction)``: the top principal directions of ``X`` as rows."""
+def pca_map(X: ArrayLike, n_components: Any = None) -> tuple[np.ndarray, float]:
+    """``(L, retained variance fraction)``: the top principal directions of ``X`` as rows.
+
+    Parameters
+    ----------
+    X : (n, d) array_like
+        The data.
+    n_components : int, float or None
+        The number of directions (an int) or the fraction of the variance to keep (a float in (0, 1)); ``None``:
+        all.
+
+    Returns
+    -------
+    L : (r, d) ndarray
+        The principal directions.
+    fraction : float
+        The variance fraction retained.
+
+    Raises
+    ------
+    InputError
+        For invalid data or ``n_components``.
+    """
     X = check_X(X)
     w, U = _eig_desc(_covariance(X))
     r = _rank_for(w, n_components, "n_components")
     return U[:, :r].T.copy(), float(w[:r].sum() / max(w.sum(), 1e-300))
 
 
-def whitening_map(X):
-    """``(L, rank)`` with ``L^T L`` the pseudo-inverse of the covariance of ``X``."""
+def whitening_map(X: ArrayLike) -> tuple[np.ndarray, int]:
+    """``(L, rank)`` with ``L^T L`` the pseudo-inverse of the covariance of ``X``.
+
+    Parameters
+    ----------
+    X : (n, d) array_like
+        The data.
+
+    Returns
+    -------
+    L : (r, d) ndarray
+        The whitening map.
+    rank : int
+        The number of non-null directions kept.
+
+    Raises
+    ------
+    InputError
+        For invalid data, or data without variance.
+    """
     X = check_X(X)
     w, U = _eig_desc(_covariance(X))
     keep = w > NULL * max(w[0], 1e-300)
@@ -91,10 +133,32 @@ def _class_scatters(X, y):
     return Cb, Cw, classes
 
 
-def lda_map(X, y, n_components=None):
+def lda_map(X: ArrayLike, y: ArrayLike, n_components: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """``(L, eigenvalues)``: the rows of ``L`` are the unit eigenvectors of ``C_w^{-1} C_b`` with the largest
     eigenvalues (JMLR 2009, Sec. 2.2), at most ``C - 1``; a singular ``C_w`` is regularised by
-    ``NULL * trace(C_w) / d`` on its diagonal."""
+    ``NULL * trace(C_w) / d`` on its diagonal.
+
+    Parameters
+    ----------
+    X : (n, d) array_like
+        The data.
+    y : (n,) array_like
+        The labels.
+    n_components : int, float or None
+        The number of directions (at most ``C - 1``), a variance fraction, or ``None``: ``C - 1``.
+
+    Returns
+    -------
+    L : (r, d) ndarray
+        The directions.
+    eigenvalues : (r,) ndarray
+        Their generalised eigenvalues.
+
+    Raises
+    ------
+    InputError
+        For invalid data or labels, or more than ``C - 1`` directions.
+    """
     X = check_X(X)
     y = check_y(y, X.shape[0])
     Cb, Cw, classes = _class_scatters(X, y)
@@ -112,9 +176,33 @@ def lda_map(X, y, n_components=None):
     return V.T.copy(), w[order]
 
 
-def rca_map(X, chunklets, pca=0.999):
+def rca_map(X: ArrayLike, chunklets: ArrayLike, pca: Any = 0.999) -> tuple[np.ndarray, np.ndarray]:
     """``(L, P)``: RCA's ``L = C^{-1/2} P`` from chunklet ids (``-1``: in no chunklet) after the PCA ``P``
-    keeping the fraction ``pca`` of the variance (or ``pca`` dimensions; ``None``: all non-null ones)."""
+    keeping the fraction ``pca`` of the variance (or ``pca`` dimensions; ``None``: all non-null ones).
+
+    (Bar-Hillel, Hertz, Shental & Weinshall, JMLR 6, 2005.)
+
+    Parameters
+    ----------
+    X : (n, d) array_like
+        The data.
+    chunklets : (n,) array_like
+        The chunklet id of every point (``-1``: in none).
+    pca : float, int or None, default 0.999
+        The PCA before RCA.
+
+    Returns
+    -------
+    L : (r, d) ndarray
+        RCA's map.
+    P : (r, d) ndarray
+        The PCA.
+
+    Raises
+    ------
+    InputError
+        For invalid data or chunklets, no chunklet of two points, or a singular within-chunklet covariance.
+    """
     X = check_X(X)
     chunklets = np.asarray(chunklets)
     if chunklets.shape != (X.shape[0],):
@@ -164,11 +252,13 @@ class ClosedForm:
         self.reference = self.REFERENCES.get(method, "Weinberger & Saul, JMLR 2009, Sec. 2.2")
 
     @property
-    def n(self):
+    def n(self) -> int:
+        """The number of points."""
         return self.X.shape[0]
 
     @property
-    def d(self):
+    def d(self) -> int:
+        """The number of features."""
         return self.X.shape[1]
 
     def __repr__(self):

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .linalg import sq_dists
 
@@ -21,11 +23,27 @@ def _block_size(n, extra=1):
     return max(1, int(BLOCK_BYTES // (8 * max(n, 1) * max(extra, 1))))
 
 
-def target_neighbors(X, y, k):
+def target_neighbors(X: ArrayLike, y: ArrayLike, k: int) -> np.ndarray:
     """The ``k`` nearest same-class points of every point (self excluded).
 
     Distances are Euclidean in the given ``X``; equal distances are broken by the
     lower index. Returns an ``(n, k)`` int64 array of point indices.
+
+    (Weinberger & Saul, JMLR 2009, Sec. 3.1.)
+
+    Parameters
+    ----------
+    X : (n, d) array_like
+        The points.
+    y : (n,) array_like
+        The labels.
+    k : int
+        The number of target neighbours.
+
+    Returns
+    -------
+    (n, k) ndarray of int64
+        Point indices.
     """
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y)
@@ -44,8 +62,21 @@ def target_neighbors(X, y, k):
     return T
 
 
-def labels_to_pairs(y):
-    """All similar (same-label) and dissimilar pairs ``(a, b)`` with ``a < b``."""
+def labels_to_pairs(y: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """All similar (same-label) and dissimilar pairs ``(a, b)`` with ``a < b``.
+
+    Parameters
+    ----------
+    y : (n,) array_like
+        The labels.
+
+    Returns
+    -------
+    similar : (m_s, 2) ndarray of int
+        The same-label pairs.
+    dissimilar : (m_d, 2) ndarray of int
+        The other pairs.
+    """
     y = np.asarray(y)
     a, b = np.triu_indices(y.shape[0], k=1)
     same = y[a] == y[b]
@@ -65,7 +96,8 @@ def _check_clusters(Z, clusters):
     return Z, clusters
 
 
-def iter_triplets(Z, y, targets, margin=0.0, block_size=None, clusters=None):
+def iter_triplets(Z: ArrayLike, y: ArrayLike, targets: np.ndarray, margin: float = 0.0, block_size: int | None = None,
+                  clusters: ArrayLike | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """Yield ``(i, j, l, h)`` blocks of LMNN triplets with hinge argument ``h > -margin``.
 
     A triplet is an anchor ``i``, one of its target neighbours ``j`` and a
@@ -78,6 +110,34 @@ def iter_triplets(Z, y, targets, margin=0.0, block_size=None, clusters=None):
     With ``clusters`` (multi-metric LMNN, JMLR 2009 Sec. 5.2), ``Z`` is a stack
     ``(c, n, r)`` with ``Z[c] = X L_c^T`` and the distance from ``x_i`` to ``x_j``
     uses the metric of ``x_j``'s cluster: ``||Z[c_j, i] - Z[c_j, j]||^2``.
+
+    (Weinberger & Saul, JMLR 2009, Eq. 14.)
+
+    Parameters
+    ----------
+    Z : (n, r) or (c, n, r) array_like
+        The transformed points ``Z = X L^T`` (a stack with ``clusters``).
+    y : (n,) array_like
+        The labels.
+    targets : (n, k) ndarray of int
+        The target neighbours of every point.
+    margin : float, default 0.0
+        Triplets with ``h > -margin`` are returned.
+    block_size : int, optional
+        Anchors per block (default: from a memory budget).
+    clusters : (n,) array_like of int, optional
+        The cluster of every point (multi-metric LMNN); ``None``: one metric.
+
+    Yields
+    ------
+    (i, j, l, h) : tuple of ndarray
+        Anchors, targets, impostors (int) and hinge arguments of one block.
+
+    Raises
+    ------
+    ValueError
+        When ``Z`` and ``clusters`` do not match (``Z`` must be ``(n, r)`` without clusters, ``(c, n, r)``
+        with).
     """
     Zs, cl = _check_clusters(Z, clusters)
     y = np.asarray(y)
@@ -118,10 +178,41 @@ def iter_triplets(Z, y, targets, margin=0.0, block_size=None, clusters=None):
                 yield i[keep], j[keep], ll[keep], h[keep]
 
 
-def active_triplets(Z, y, targets, margin=0.0, block_size=None, limit=None, clusters=None):
+def active_triplets(Z: ArrayLike, y: ArrayLike, targets: np.ndarray, margin: float = 0.0,
+                    block_size: int | None = None, limit: int | None = None,
+                    clusters: ArrayLike | None = None) -> tuple[np.ndarray, ...] | None:
     """All triplets with hinge argument ``h > -margin``, as int64 arrays ``(i, j, l)`` and ``h``;
     ``None`` as soon as more than ``limit`` (when given) have been found. ``clusters``: see
-    :func:`iter_triplets`."""
+    :func:`iter_triplets`.
+
+    Parameters
+    ----------
+    Z : (n, r) or (c, n, r) array_like
+        The transformed points ``Z = X L^T`` (a stack with ``clusters``).
+    y : (n,) array_like
+        The labels.
+    targets : (n, k) ndarray of int
+        The target neighbours of every point.
+    margin : float, default 0.0
+        Triplets with ``h > -margin`` are returned.
+    block_size : int, optional
+        Anchors per block (default: from a memory budget).
+    limit : int, optional
+        Give up (``None``) above this many triplets.
+    clusters : (n,) array_like of int, optional
+        The cluster of every point (multi-metric LMNN); ``None``: one metric.
+
+    Returns
+    -------
+    tuple or None
+        ``(i, j, l, h)``, or ``None`` above ``limit``.
+
+    Raises
+    ------
+    ValueError
+        When ``Z`` and ``clusters`` do not match (``Z`` must be ``(n, r)`` without clusters, ``(c, n, r)``
+        with).
+    """
     parts, count = [], 0
     for part in iter_triplets(Z, y, targets, margin, block_size, clusters=clusters):
         parts.append(part)
@@ -134,16 +225,55 @@ def active_triplets(Z, y, targets, margin=0.0, block_size=None, limit=None, clus
     return tuple(np.concatenate([p[c] for p in parts]) for c in range(4))
 
 
-def hinge_total(Z, y, targets, block_size=None, clusters=None):
+def hinge_total(Z: ArrayLike, y: ArrayLike, targets: np.ndarray, block_size: int | None = None,
+                clusters: ArrayLike | None = None) -> float:
     """``sum over all triplets of [1 + d_ij - d_il]_+`` (blocked, exact differences), summed exactly rounded
     (``math.fsum``): the value depends on the hinge values only, not on the blocks or their order, so it equals
-    the exactly rounded sum of the ``h > 0`` of any search at the same ``Z`` (:func:`active_triplets`)."""
+    the exactly rounded sum of the ``h > 0`` of any search at the same ``Z`` (:func:`active_triplets`).
+
+    Parameters
+    ----------
+    Z : (n, r) or (c, n, r) array_like
+        The transformed points ``Z = X L^T`` (a stack with ``clusters``).
+    y : (n,) array_like
+        The labels.
+    targets : (n, k) ndarray of int
+        The target neighbours of every point.
+    block_size : int, optional
+        Anchors per block (default: from a memory budget).
+    clusters : (n,) array_like of int, optional
+        The cluster of every point (multi-metric LMNN); ``None``: one metric.
+
+    Returns
+    -------
+    float
+        The sum.
+
+    Raises
+    ------
+    ValueError
+        When ``Z`` and ``clusters`` do not match (``Z`` must be ``(n, r)`` without clusters, ``(c, n, r)``
+        with).
+    """
     return math.fsum(itertools.chain.from_iterable(
         h[h > 0].tolist() for *_, h in iter_triplets(Z, y, targets, 0.0, block_size, clusters=clusters)))
 
 
-def n_triplets(y, targets):
-    """The number of LMNN triplets: sum over anchors of k times the differently labelled points."""
+def n_triplets(y: ArrayLike, targets: np.ndarray) -> int:
+    """The number of LMNN triplets: sum over anchors of k times the differently labelled points.
+
+    Parameters
+    ----------
+    y : (n,) array_like
+        The labels.
+    targets : (n, k) ndarray of int
+        The target neighbours of every point.
+
+    Returns
+    -------
+    int
+        The number of triplets.
+    """
     y = np.asarray(y)
     _, inv, counts = np.unique(y, return_inverse=True, return_counts=True)
     return int(targets.shape[1] * np.sum(y.shape[0] - counts[inv]))

@@ -38,8 +38,11 @@ import numbers
 import os
 import pathlib
 import threading
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validation import as_real_array, check_y
 from .errors import InputError, MetricoptError, UnknownOptionError
@@ -139,7 +142,7 @@ def _how_to_get_data():
     )
 
 
-def data_home(data_home=None):
+def data_home(data_home: str | os.PathLike[str] | None = None) -> pathlib.Path:
     """Return the data folder of the file sets.
 
     Parameters
@@ -181,7 +184,7 @@ def data_home(data_home=None):
     return path
 
 
-def data_home_candidates(cwd=None):
+def data_home_candidates(cwd: str | os.PathLike[str] | None = None) -> list[tuple[str, pathlib.Path]]:
     """The places the command line (``metricopt fit/predict --data NAME``) looks for the data folder, in order,
     when ``--data-dir`` is not given: ``$METRICOPT_DATA`` (when set, the only place), else ``../shared/data``
     relative to the current directory, then relative to the repository holding this package.
@@ -190,6 +193,11 @@ def data_home_candidates(cwd=None):
     -------
     list of (str, pathlib.Path)
         ``(where it comes from, folder)`` pairs.
+
+    Parameters
+    ----------
+    cwd : str or os.PathLike, optional
+        The current directory (default: :func:`os.getcwd`).
     """
     raw = os.environ.get(DATA_ENV, "")
     if raw:
@@ -207,13 +215,23 @@ def data_home_candidates(cwd=None):
     return unique
 
 
-def find_data_home(cwd=None):
+def find_data_home(cwd: str | os.PathLike[str] | None = None) -> pathlib.Path:
     """The first folder of :func:`data_home_candidates` that exists.
 
     Raises
     ------
     DatasetError
         When none exists; the message lists every place looked at and how to point at the folder.
+
+    Parameters
+    ----------
+    cwd : str or os.PathLike, optional
+        The current directory (default: :func:`os.getcwd`).
+
+    Returns
+    -------
+    pathlib.Path
+        The folder.
     """
     places = data_home_candidates(cwd)
     for _, path in places:
@@ -311,7 +329,7 @@ def _sklearn_set(loader):
     return np.ascontiguousarray(X, dtype=np.float64), np.asarray(y, dtype=np.int64)
 
 
-def load_iris(data_home=None):
+def load_iris(data_home: str | os.PathLike[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Iris flowers: 150 samples, 4 features, 3 classes (bundled with scikit-learn).
 
     Parameters
@@ -330,7 +348,7 @@ def load_iris(data_home=None):
     return _sklearn_set(_load)
 
 
-def load_wine(data_home=None):
+def load_wine(data_home: str | os.PathLike[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Wine recognition: 178 samples, 13 features, 3 cultivars (bundled with scikit-learn).
 
     Parameters
@@ -349,7 +367,7 @@ def load_wine(data_home=None):
     return _sklearn_set(_load)
 
 
-def load_digits(data_home=None):
+def load_digits(data_home: str | os.PathLike[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Optical digits at 8x8: 1797 samples, 64 features (0..16), 10 classes (scikit-learn).
 
     Parameters
@@ -369,7 +387,7 @@ def load_digits(data_home=None):
     return _sklearn_set(_load)
 
 
-def load_breast_cancer(data_home=None):
+def load_breast_cancer(data_home: str | os.PathLike[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Wisconsin diagnostic breast cancer: 569 samples, 30 features, 2 classes (scikit-learn).
 
     Parameters
@@ -421,7 +439,7 @@ def _one_based(labels):
     return np.asarray(labels, dtype=np.int64).ravel() - 1
 
 
-def load_balance_scale(data_home=None):
+def load_balance_scale(data_home: str | os.PathLike[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """UCI balance scale: 625 samples, 4 integer features (1..5), 3 classes.
 
     The features are left weight, left distance, right weight, right distance; the class
@@ -446,7 +464,7 @@ def load_balance_scale(data_home=None):
     return _labelled_csv(_verified_file("uci/balance-scale.data", data_home), ("L", "B", "R"))
 
 
-def load_letter_recognition(data_home=None):
+def load_letter_recognition(data_home: str | os.PathLike[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """UCI letter recognition: 20000 samples, 16 integer features (0..15), 26 classes.
 
     Parameters
@@ -469,7 +487,7 @@ def load_letter_recognition(data_home=None):
     return _labelled_csv(_verified_file("uci/letter-recognition.data", data_home), letters)
 
 
-def load_orl(data_home=None):
+def load_orl(data_home: str | os.PathLike[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """AT&T/ORL faces at 32x32: 400 images of 40 subjects (10 each).
 
     The file stores each image column-major; the rows of ``X`` are transposed back so that
@@ -498,7 +516,7 @@ def load_orl(data_home=None):
     return X, _one_based(mat["gnd"])
 
 
-def load_olivetti(data_home=None):
+def load_olivetti(data_home: str | os.PathLike[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Olivetti faces at 64x64: 400 images of 40 subjects (10 each).
 
     The file holds ``faces``, a 4096 x 400 matrix with one column-major 64x64 image per
@@ -529,7 +547,7 @@ def load_olivetti(data_home=None):
     return X, y
 
 
-def load_yale_b(data_home=None):
+def load_yale_b(data_home: str | os.PathLike[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Extended Yale B faces at 32x32: 2414 images of 38 subjects (59 to 64 each).
 
     The file stores each image column-major; the rows of ``X`` are transposed back so that
@@ -557,7 +575,7 @@ def load_yale_b(data_home=None):
     return X, _one_based(mat["Y"])
 
 
-def load_usps(data_home=None):
+def load_usps(data_home: str | os.PathLike[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """USPS handwritten digits at 16x16: 11000 images, 1100 per digit.
 
     The images in the file are already row-major and upright (``X[i].reshape(16, 16)``);
@@ -584,7 +602,7 @@ def load_usps(data_home=None):
     return np.ascontiguousarray(mat["fea"], dtype=np.float64), _one_based(mat["gnd"])
 
 
-def load_mnist_5k(data_home=None):
+def load_mnist_5k(data_home: str | os.PathLike[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """MNIST subset: 5000 images at 28x28, 500 per digit.
 
     Parameters
@@ -610,7 +628,7 @@ def load_mnist_5k(data_home=None):
     return np.ascontiguousarray(data[:, :-1], dtype=np.float64), np.ascontiguousarray(data[:, -1])
 
 
-def deskew(X, side):
+def deskew(X: ArrayLike, side: int) -> np.ndarray:
     r"""Deskew square grey-level images by their second moments (the usual MNIST preprocessing).
 
     For each image with intensities :math:`I(r, c)`, centre of mass :math:`(\bar r, \bar c)` and
@@ -628,6 +646,11 @@ def deskew(X, side):
     Returns
     -------
     (n, side * side) float64 array
+
+    Raises
+    ------
+    InputError
+        When the rows are not ``side * side`` images.
     """
     import scipy.ndimage
 
@@ -729,7 +752,8 @@ def _as_matrix(X, name):
     return arr
 
 
-def fit_scaling_pca(X, scale, pca, svd_solver="full", random_state=0):
+def fit_scaling_pca(X: np.ndarray, scale: str | None, pca: Any, svd_solver: str = "full", random_state: Any = 0
+                    ) -> tuple[np.ndarray | None, np.ndarray | None, Any]:
     """Fit the scaling and PCA of :func:`preprocess` on ``X`` (n, d) (shared with
     :class:`metricopt.io.Preprocessing`, which stores them in model files).
 
@@ -743,6 +767,19 @@ def fit_scaling_pca(X, scale, pca, svd_solver="full", random_state=0):
     ------
     UnknownOptionError, InputError
         For a bad ``scale`` or ``pca`` (see :func:`preprocess`).
+
+    Parameters
+    ----------
+    X : (n, d) ndarray
+        The training data.
+    scale : {None, "standard", "minmax"}
+        The scaling (see :func:`preprocess`).
+    pca : None, int or float
+        The PCA (see :func:`preprocess`).
+    svd_solver : str, default "full"
+        The solver of :class:`sklearn.decomposition.PCA`.
+    random_state : int, default 0
+        Its random state.
     """
     scale = _check_scale(scale)
     pca = _check_pca(pca, *X.shape)
@@ -762,7 +799,8 @@ def fit_scaling_pca(X, scale, pca, svd_solver="full", random_state=0):
     return shift, width, model
 
 
-def preprocess(X_train, X_test=None, *, scale=None, pca=None, random_state=0):
+def preprocess(X_train: ArrayLike, X_test: ArrayLike | None = None, *, scale: str | None = None, pca: Any = None,
+               random_state: Any = 0) -> tuple[np.ndarray, np.ndarray | None]:
     """Fit scaling and PCA on a training set and apply them to it and to a test set.
 
     Parameters
@@ -817,7 +855,8 @@ def preprocess(X_train, X_test=None, *, scale=None, pca=None, random_state=0):
     return Xtr, Xte
 
 
-def load(name, data_home=None, *, scale=None, pca=None, random_state=0):
+def load(name: str, data_home: str | os.PathLike[str] | None = None, *, scale: str | None = None, pca: Any = None,
+         random_state: Any = 0) -> tuple[np.ndarray, np.ndarray]:
     """Load a data set by name, optionally scaled and reduced with PCA.
 
     Parameters
@@ -916,7 +955,8 @@ def _stratified_splitter(codes, counts, fraction, name, n_splits, seed):
     return StratifiedShuffleSplit(n_splits=n_splits, test_size=fraction, random_state=seed)
 
 
-def random_splits(y, n_splits=10, test_size=0.3, seed=0):
+def random_splits(y: ArrayLike, n_splits: int = 10, test_size: float = 0.3,
+                  seed: Any = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Random stratified train/test splits (the 70/30 protocol of the UCI experiments).
 
     Parameters
@@ -953,7 +993,8 @@ def random_splits(y, n_splits=10, test_size=0.3, seed=0):
     return generate()
 
 
-def per_class_splits(y, n_train=7, n_splits=10, seed=0):
+def per_class_splits(y: ArrayLike, n_train: int = 7, n_splits: int = 10,
+                     seed: Any = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Splits with ``n_train`` random samples of every class for training (faces protocol).
 
     Parameters
@@ -1006,7 +1047,7 @@ def per_class_splits(y, n_train=7, n_splits=10, seed=0):
     return generate()
 
 
-def validation_split(y, fraction=0.2, seed=0):
+def validation_split(y: ArrayLike, fraction: float = 0.2, seed: Any = 0) -> tuple[np.ndarray, np.ndarray]:
     """One stratified split of a training set into a fitting part and a validation part.
 
     Parameters

@@ -41,8 +41,10 @@ from __future__ import annotations
 import dataclasses
 import numbers
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._deadline import Budget
 from ._validation import check_choice, check_int, check_real, check_X, check_y
@@ -88,11 +90,13 @@ class ValidationCurve:
     val_idx: np.ndarray | None = None
 
     @property
-    def best_iteration(self):
+    def best_iteration(self) -> int | None:
+        """The solver's iteration of the best re-check (``None`` without re-checks)."""
         return int(self.iterations[self.best_index]) if self.best_index >= 0 else None
 
     @property
-    def best_error(self):
+    def best_error(self) -> float | None:
+        """The lowest validation error (``None`` without re-checks)."""
         return float(self.errors[self.best_index]) if self.best_index >= 0 else None
 
 
@@ -163,15 +167,51 @@ class EarlyStopping:
         self.wait, self.stop_requested = 0, False
 
     @classmethod
-    def for_problem(cls, problem, X_val, y_val, patience=10, rule="knn"):
-        """An EarlyStopping whose reference set, ``k``, ``mu`` and target neighbours are the problem's."""
+    def for_problem(cls, problem: Any, X_val: ArrayLike, y_val: ArrayLike, patience: int = 10,
+                    rule: str = "knn") -> EarlyStopping:
+        """An EarlyStopping whose reference set, ``k``, ``mu`` and target neighbours are the problem's.
+
+        Parameters
+        ----------
+        problem : Problem
+            A labelled problem (its ``X``, ``y``, ``k``, ``mu``, ``target_neighbors``).
+        X_val : (m, d) array_like
+            The validation points.
+        y_val : (m,) array_like
+            Their labels.
+        patience : int, default 10
+            Re-checks without improvement after which the solve is stopped.
+        rule : {"knn", "energy"}, default "knn"
+            The validation rule.
+
+        Returns
+        -------
+        EarlyStopping
+            The callback.
+
+        Raises
+        ------
+        InputError
+            For a problem without labels or invalid validation data.
+        """
         if getattr(problem, "y", None) is None:
             raise InputError(f"early stopping on a validation error needs a labelled problem; {problem.method} has no y.")
         return cls(problem.X, problem.y, X_val, y_val, k=getattr(problem, "k", 3), patience=patience, rule=rule,
                    mu=getattr(problem, "mu", 0.5), train_targets=getattr(problem, "target_neighbors", None))
 
-    def error(self, M):
-        """The validation error of the rule at metric ``M``."""
+    def error(self, M: ArrayLike) -> float:
+        """The validation error of the rule at metric ``M``.
+
+        Parameters
+        ----------
+        M : (d, d) array_like
+            The metric.
+
+        Returns
+        -------
+        float
+            The fraction of ``X_val`` misclassified.
+        """
         if self.rule == "knn":
             from .knn import knn_error
 
@@ -196,15 +236,21 @@ class EarlyStopping:
         self.stop_requested = self.wait >= self.patience
         return self.stop_requested
 
-    def curve(self):
-        """The recorded :class:`ValidationCurve`."""
+    def curve(self) -> ValidationCurve:
+        """The recorded :class:`ValidationCurve`.
+
+        Returns
+        -------
+        ValidationCurve
+            The validation errors at every re-check so far.
+        """
         col = lambda key, dtype=float: np.array([r[key] for r in self.records], dtype=dtype)
         gaps = np.array([np.nan if r["rel_gap"] is None else r["rel_gap"] for r in self.records], dtype=float)
         return ValidationCurve(iterations=col("iteration", np.int64), times=col("time"), objectives=col("objective"),
                                rel_gaps=gaps, errors=col("error"), best_index=self.best_index, rule=self.rule,
                                k=self.k)
 
-    def finish(self, problem, solution):
+    def finish(self, problem: Any, solution: Solution) -> Solution:
         """The Solution of the kept metric, from the backend's ``solution`` of the same solve.
 
         Where the backend returned another point (its last iterate on a stop requested here, a
@@ -217,6 +263,19 @@ class EarlyStopping:
         ``validation_iterations``, ``best_validation_error``, ``best_validation_iteration``,
         ``validation_rule``, ``patience`` and ``stopped_early``; ``best_iteration`` becomes the
         iteration of the returned metric.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem solved.
+        solution : Solution
+            The backend's solution of the solve that used this callback.
+
+        Returns
+        -------
+        Solution
+            The solution of the kept metric (``solution`` itself, with the validation stats, when it is that
+            metric).
         """
         from .certify import certify, policy
         from .certify.policy import Outcome, SolverReport
@@ -267,8 +326,9 @@ def _check_fraction(value):
     return float(value)
 
 
-def fit_with_validation(X, y, k=3, mu=0.5, regularizer=None, *, problem_factory=None, validation_fraction=0.2,
-                        patience=10, rule="knn", random_state=0, backend="jax", **jax_options):
+def fit_with_validation(X: ArrayLike, y: ArrayLike, k: int = 3, mu: float = 0.5, regularizer: Any = None, *,
+                        problem_factory: Any = None, validation_fraction: float = 0.2, patience: int = 10,
+                        rule: str = "knn", random_state: Any = 0, backend: str = "jax", **jax_options: Any) -> Solution:
     r"""Fit LMNN on part of ``(X, y)`` and keep the metric of lowest validation error.
 
     Splits ``(X, y)`` (stratified, :func:`metricopt.datasets.validation_split` with seed

@@ -58,7 +58,10 @@ target-neighbour ranks, never over test points. Cost per test point is
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.spatial.distance import cdist
 
 from ._validation import check_choice, check_int, check_real, check_train_test
@@ -236,8 +239,9 @@ def _energies(X_train, X_test, codes, n_classes, k, mu, T, Lmap, targets_metric,
 # ---------------------------------------------------------------------------
 
 
-def energy_scores(X_train, y_train, X_test, k=3, mu=0.5, *, L=None, M=None, train_targets=None,
-                  targets_metric="learned", block_size=None, return_classes=False):
+def energy_scores(X_train: ArrayLike, y_train: ArrayLike, X_test: ArrayLike, k: int = 3, mu: float = 0.5, *,
+                  L: ArrayLike | None = None, M: ArrayLike | None = None, train_targets: ArrayLike | None = None,
+                  targets_metric: str = "learned", block_size: int | None = None, return_classes: bool = False) -> Any:
     r"""LMNN energies of every test point under every candidate label (Weinberger & Saul 2009, Eq. 15).
 
     For a test point :math:`x_t` and a label :math:`c` of the training set,
@@ -330,8 +334,9 @@ def energy_scores(X_train, y_train, X_test, k=3, mu=0.5, *, L=None, M=None, trai
     return (E, classes) if return_classes else E
 
 
-def energy_predict(X_train, y_train, X_test, k=3, mu=0.5, *, L=None, M=None, train_targets=None,
-                   targets_metric="learned", block_size=None):
+def energy_predict(X_train: ArrayLike, y_train: ArrayLike, X_test: ArrayLike, k: int = 3, mu: float = 0.5, *,
+                   L: ArrayLike | None = None, M: ArrayLike | None = None, train_targets: ArrayLike | None = None,
+                   targets_metric: str = "learned", block_size: int | None = None) -> np.ndarray:
     r"""Energy-based LMNN classification: :math:`\hat y_t = \arg\min_c E_c(x_t)` (Weinberger & Saul 2009, Eq. 15).
 
     The energies :math:`E_c(x_t)` are those of :func:`energy_scores` (same

@@ -51,8 +51,10 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validation import check_choice, check_int, check_X
 from .errors import InputError
@@ -327,13 +329,29 @@ def _worst_winner(counts, loss_row):
 # ---------------------------------------------------------------------------
 
 
-def zero_one_loss(n_classes):
-    r"""The 0/1 loss matrix :math:`\Delta(y, c) = [y \ne c]` of shape ``(R, R)`` (float64)."""
+def zero_one_loss(n_classes: int) -> np.ndarray:
+    r"""The 0/1 loss matrix :math:`\Delta(y, c) = [y \ne c]` of shape ``(R, R)`` (float64).
+
+    Parameters
+    ----------
+    n_classes : int
+        The number of classes ``R >= 1``.
+
+    Returns
+    -------
+    (R, R) ndarray
+        ``1 - I``.
+
+    Raises
+    ------
+    InputError
+        When ``n_classes`` is not a positive integer.
+    """
     n_classes = check_int(n_classes, "n_classes", low=1)
     return 1.0 - np.eye(n_classes)
 
 
-def vote(labels_of_h, classes):
+def vote(labels_of_h: ArrayLike, classes: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     r"""The vote of a latent set: class counts and the tied-maximal classes.
 
     .. math:: n_c(h) = |\{j \in h : y_j = c\}|, \qquad
@@ -360,7 +378,8 @@ def vote(labels_of_h, classes):
     return counts, classes[counts == counts.max()]
 
 
-def targeted_inference(dist, labels, target, k, tau=1, classes=None):
+def targeted_inference(dist: ArrayLike, labels: ArrayLike, target: Any, k: int, tau: int = 1,
+                       classes: ArrayLike | None = None) -> tuple[np.ndarray | None, float]:
     r"""Exact best latent set that a given class wins: :math:`\arg\max S(x, h)` s.t. ``target`` wins ``h`` by ``tau``.
 
     Solves exactly
@@ -438,7 +457,8 @@ def targeted_inference(dist, labels, target, k, tau=1, classes=None):
     return _targeted(dist, codes, t, k, tau, classes.size, greedy=False)
 
 
-def paper_targeted_inference(dist, labels, target, k, tau=1, classes=None):
+def paper_targeted_inference(dist: ArrayLike, labels: ArrayLike, target: Any, k: int, tau: int = 1,
+                             classes: ArrayLike | None = None) -> tuple[np.ndarray | None, float]:
     r"""Greedy targeted inference, the paper's Algorithm 2 as described in its text (reconstructed).
 
     Trivedi, McAllester & Shakhnarovich, NIPS 2014, Algorithm 2 -- as described in
@@ -463,6 +483,33 @@ def paper_targeted_inference(dist, labels, target, k, tau=1, classes=None):
 
     Parameters and returns are those of :func:`targeted_inference` (ties by lower
     index, ``h`` sorted ascending, ``(None, -inf)`` if no set is found).
+
+    Parameters
+    ----------
+    dist : array-like of shape (N,)
+        Distances :math:`d_j \ge 0` from the query to the candidates (finite).
+    labels : array-like of shape (N,)
+        Class label of each candidate.
+    target : label
+        The class that must win.
+    k : int
+        Size of the latent set, ``k >= 1``.
+    tau : {0, 1}, default=1
+        Margin: 1 for a strict majority, 0 for being among the tied winners.
+    classes : array-like, optional
+        All classes of the problem (default: the distinct values of ``labels`` and the target).
+
+    Returns
+    -------
+    h : ndarray of int or None
+        The candidate indices of the set, sorted ascending; ``None`` if none is found.
+    score : float
+        :math:`S(x, h) = -\sum_{j \in h} d_j`, or ``-inf`` if ``h`` is ``None``.
+
+    Raises
+    ------
+    ValueError
+        (:class:`metricopt.errors.InputError`) for invalid inputs, as :func:`targeted_inference`.
     """
     tau = _check_tau(tau)
     dist, codes, k, classes = _prepare(dist, labels, k, classes, (("target", target),))
@@ -470,17 +517,44 @@ def paper_targeted_inference(dist, labels, target, k, tau=1, classes=None):
     return _targeted(dist, codes, t, k, tau, classes.size, greedy=True)
 
 
-def correct_inference(dist, labels, y, k, classes=None):
+def correct_inference(dist: ArrayLike, labels: ArrayLike, y: Any, k: int,
+                      classes: ArrayLike | None = None) -> tuple[np.ndarray | None, float]:
     r"""The correct latent set :math:`h^* = \arg\max \{S(x, h) : y \text{ is the strict majority of } h\}`.
 
     :func:`targeted_inference` with ``tau = 1`` (Trivedi, McAllester &
     Shakhnarovich, NIPS 2014): ``y`` must have more members in ``h`` than any other
     class. Returns ``(h, score)``, or ``(None, -inf)`` if no such set exists.
+
+    Parameters
+    ----------
+    dist : array-like of shape (N,)
+        Distances :math:`d_j \ge 0` from the query to the candidates (finite).
+    labels : array-like of shape (N,)
+        Class label of each candidate.
+    y : label
+        The query's class, which must be the strict majority of ``h``.
+    k : int
+        Size of the latent set, ``k >= 1``.
+    classes : array-like, optional
+        All classes of the problem (default: the distinct values of ``labels`` and the target).
+
+    Returns
+    -------
+    h : ndarray of int or None
+        The candidate indices of the set, sorted ascending; ``None`` if none is found.
+    score : float
+        :math:`S(x, h) = -\sum_{j \in h} d_j`, or ``-inf`` if ``h`` is ``None``.
+
+    Raises
+    ------
+    ValueError
+        (:class:`metricopt.errors.InputError`) for invalid inputs, as :func:`targeted_inference`.
     """
     return targeted_inference(dist, labels, y, k, tau=1, classes=classes)
 
 
-def loss_augmented_inference(dist, labels, y, k, loss=None, classes=None):
+def loss_augmented_inference(dist: ArrayLike, labels: ArrayLike, y: Any, k: int, loss: ArrayLike | None = None,
+                             classes: ArrayLike | None = None) -> tuple[np.ndarray | None, float, Any]:
     r"""Exact loss-augmented inference :math:`\hat h = \arg\max_h S(x, h) + \Lambda(y, h)`.
 
     Over all ``k``-subsets ``h`` of the candidates, with
@@ -554,8 +628,8 @@ def _loss_augmented_row(dist, idx, d, code, rank, yi, k, loss, greedy):
     return best
 
 
-def latent_knn_predict(D, y_train, k, classes=None):
-    r"""kNN prediction rule of the gerrymandering model: majority vote, ties to the nearest tied class.
+def latent_knn_predict(D: ArrayLike, y_train: ArrayLike, k: int, classes: ArrayLike | None = None) -> np.ndarray:
+    """kNN prediction rule of the gerrymandering model: majority vote, ties to the nearest tied class.
 
     For each query the ``k`` nearest training points are taken (equal distances
     ordered by lower training index, by :func:`metricopt.knn._k_smallest_stable`,
@@ -582,6 +656,11 @@ def latent_knn_predict(D, y_train, k, classes=None):
     -------
     y_pred : ndarray of shape (n_test,)
         Predicted labels.
+
+    Raises
+    ------
+    InputError
+        For invalid distances or labels, or ``k`` outside ``[1, n_train]``.
     """
     D = _check_distances(D, "D", 2)
     y_train = _check_labels(y_train, D.shape[1], "y_train")
@@ -879,7 +958,8 @@ def _exact_block(D, rows, codes, layout, k, loss):
     return h_star, score_star, h[best], score[best], worst[best]
 
 
-def infer_all(Dmat, y, k, loss=None, classes=None, inference="exact", block_size=None):
+def infer_all(Dmat: ArrayLike, y: ArrayLike, k: int, loss: ArrayLike | None = None, classes: ArrayLike | None = None,
+              inference: str = "exact", block_size: int | None = None) -> InferenceResult:
     r"""Correct and loss-augmented inference for every training point (leave-one-out).
 
     For each training point ``i`` the candidates are all the other points
@@ -1063,7 +1143,7 @@ class _MetricGram:
         return np.maximum(D, 0.0, out=D)
 
 
-def metric_distances(X, W, rows=None):
+def metric_distances(X: ArrayLike, W: ArrayLike, rows: ArrayLike | None = None) -> np.ndarray:
     r"""Squared distances :math:`d_W(x_i, x_j) = (x_i - x_j)^T W (x_i - x_j)` from ``rows`` to all points.
 
     Computed as :math:`q_i + q_j - 2 x_i^T W_s x_j` with :math:`W_s = (W + W^T)/2` and
@@ -1095,8 +1175,10 @@ def metric_distances(X, W, rows=None):
     return gram(np.arange(gram.n) if rows is None else _check_rows(rows, gram.n))
 
 
-def infer_rows(X, W, rows, y, k, loss=None, classes=None, inference="exact", block_size=None):
-    r"""Both inferences of :func:`infer_all` for the training points ``rows`` only, from the data and the metric.
+def infer_rows(X: ArrayLike, W: ArrayLike, rows: ArrayLike, y: ArrayLike, k: int, loss: ArrayLike | None = None,
+               classes: ArrayLike | None = None, inference: str = "exact",
+               block_size: int | None = None) -> InferenceResult:
+    """Both inferences of :func:`infer_all` for the training points ``rows`` only, from the data and the metric.
 
     For stochastic solvers: the distances from each query row to all ``n`` training points are computed
     here, a block of rows at a time (:func:`metric_distances`, with its note on cancellation), and never

@@ -400,7 +400,23 @@ class Preprocessing:
         self.n_features_in = None
 
     def fit(self, X: ArrayLike) -> Preprocessing:
-        """Fit on training inputs ``X`` (n, d); returns ``self``."""
+        """Fit on training inputs ``X`` (n, d); returns ``self``.
+
+        Parameters
+        ----------
+        X : (n, d) array_like
+            The training inputs.
+
+        Returns
+        -------
+        Preprocessing
+            ``self``.
+
+        Raises
+        ------
+        InputError
+            For invalid data or an invalid ``pca`` (see :func:`metricopt.datasets.preprocess`).
+        """
         from ._validation import check_X
         from .datasets import fit_scaling_pca
 
@@ -417,12 +433,29 @@ class Preprocessing:
 
     @property
     def n_features_out(self) -> int | None:
+        """The number of output features (``None`` before :meth:`fit`)."""
         if self.pca_components is not None:
             return self.pca_components.shape[0]
         return self.n_features_in
 
     def transform(self, X: ArrayLike) -> np.ndarray:
-        """Apply the fitted scaling and PCA to ``X`` (n, d)."""
+        """Apply the fitted scaling and PCA to ``X`` (n, d).
+
+        Parameters
+        ----------
+        X : (m, d) array_like
+            The inputs.
+
+        Returns
+        -------
+        (m, r) ndarray
+            The scaled (and PCA-reduced) inputs, float64.
+
+        Raises
+        ------
+        InputError
+            For invalid data, or a number of features other than the training data's.
+        """
         from ._validation import check_X
 
         X = check_X(X)
@@ -438,7 +471,13 @@ class Preprocessing:
         return np.ascontiguousarray(X, dtype=np.float64)
 
     def describe(self) -> str:
-        """In words, e.g. ``"standard scaling, PCA to 2 dimensions"``."""
+        """In words, e.g. ``"standard scaling, PCA to 2 dimensions"``.
+
+        Returns
+        -------
+        str
+            The description (``"none"`` without scaling or PCA).
+        """
         parts = []
         if self.scale is not None:
             parts.append(f"{self.scale} scaling")

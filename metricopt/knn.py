@@ -48,6 +48,7 @@ blocks, so memory is ``O(block_size * n_train)``.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.spatial.distance import cdist
 
 from ._validation import check_int, check_train_test, check_X, check_y
@@ -289,7 +290,8 @@ def _predict_codes(Z_train, codes, n_classes, Z_query, k, block_size, loo, ties=
 # ---------------------------------------------------------------------------
 
 
-def knn_predict(X_train, y_train, X_test, k=3, *, L=None, M=None, block_size=None, ties="index"):
+def knn_predict(X_train: ArrayLike, y_train: ArrayLike, X_test: ArrayLike, k: int = 3, *, L: ArrayLike | None = None,
+                M: ArrayLike | None = None, block_size: int | None = None, ties: str = "index") -> np.ndarray:
     """Predict labels with the kNN rule of Weinberger & Saul under a Mahalanobis metric.
 
     The distance is ``d_M(a, b) = (a - b)^T M (a - b) = ||L (a - b)||^2`` with
@@ -352,7 +354,9 @@ def knn_predict(X_train, y_train, X_test, k=3, *, L=None, M=None, block_size=Non
     return classes[pred]
 
 
-def knn_error(X_train, y_train, X_test, y_test, k=3, *, L=None, M=None, block_size=None, ties="index"):
+def knn_error(X_train: ArrayLike, y_train: ArrayLike, X_test: ArrayLike, y_test: ArrayLike, k: int = 3, *,
+              L: ArrayLike | None = None, M: ArrayLike | None = None, block_size: int | None = None,
+              ties: str = "index") -> float:
     """Test error of the Weinberger & Saul kNN rule under a Mahalanobis metric.
 
     Classifies every test point with :func:`knn_predict` (majority vote among
@@ -401,7 +405,8 @@ def knn_error(X_train, y_train, X_test, y_test, k=3, *, L=None, M=None, block_si
     return float(np.mean(pred != y_test))
 
 
-def knn_loo_predict(X, y, k=3, *, L=None, M=None, block_size=None, ties="index"):
+def knn_loo_predict(X: ArrayLike, y: ArrayLike, k: int = 3, *, L: ArrayLike | None = None, M: ArrayLike | None = None,
+                    block_size: int | None = None, ties: str = "index") -> np.ndarray:
     """Leave-one-out predictions of the Weinberger & Saul kNN rule.
 
     Each point ``x_i`` is classified by the other ``n - 1`` points (itself
@@ -451,7 +456,8 @@ def knn_loo_predict(X, y, k=3, *, L=None, M=None, block_size=None, ties="index")
     return classes[pred]
 
 
-def loo_knn_error(X, y, k=3, *, L=None, M=None, block_size=None, ties="index"):
+def loo_knn_error(X: ArrayLike, y: ArrayLike, k: int = 3, *, L: ArrayLike | None = None, M: ArrayLike | None = None,
+                  block_size: int | None = None, ties: str = "index") -> float:
     """Leave-one-out kNN error on a training set (Weinberger & Saul rule).
 
     Fraction of points misclassified when each point is classified by all the

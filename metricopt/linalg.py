@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 import scipy.sparse as sp
 
 #: Dimension up to which :func:`small_blas` runs NumPy's and SciPy's BLAS on one thread.
@@ -26,7 +28,7 @@ def _blas_controller():
     return ThreadpoolController()
 
 
-def small_blas(d):
+def small_blas(d: int) -> contextlib.AbstractContextManager[Any]:
     """A context in which the host BLAS runs on one thread when ``d <= SMALL_BLAS_DIM``.
 
     The certificates' linear algebra is many small ``d x d`` (and ``m x d``) products,
@@ -37,19 +39,40 @@ def small_blas(d):
     ``SMALL_BLAS_DIM`` the threads are left as they are. Results are unchanged up to the
     rounding of a reduction's order. The limit uses ``threadpoolctl`` (a scikit-learn
     dependency); its controller is made once, at the first call.
+
+    Parameters
+    ----------
+    d : int
+        The dimension of the linear algebra to come.
+
+    Returns
+    -------
+    context manager
+        The thread limit, or a null context above ``SMALL_BLAS_DIM``.
     """
     if d > SMALL_BLAS_DIM:
         return contextlib.nullcontext()
     return _blas_controller().limit(limits=1, user_api="blas")
 
 
-def symmetrize(M):
-    """Return ``(M + M^T) / 2`` as float64."""
+def symmetrize(M: ArrayLike) -> np.ndarray:
+    """Return ``(M + M^T) / 2`` as float64.
+
+    Parameters
+    ----------
+    M : (d, d) array_like
+        The matrix.
+
+    Returns
+    -------
+    (d, d) ndarray
+        The symmetric part.
+    """
     M = np.asarray(M, dtype=np.float64)
     return 0.5 * (M + M.T)
 
 
-def project_psd(M, return_eigs=False):
+def project_psd(M: ArrayLike, return_eigs: bool = False) -> Any:
     """Euclidean (Frobenius) projection of a symmetric matrix onto the PSD cone.
 
     ``argmin_{Z >= 0} ||Z - M||_F`` is obtained by clipping the negative
@@ -67,6 +90,15 @@ def project_psd(M, return_eigs=False):
     >>> project_psd(np.array([[1.0, 0.0], [0.0, -2.0]]))
     array([[1., 0.],
            [0., 0.]])
+
+    (Higham, *Computing a nearest symmetric positive semidefinite matrix*, Linear Algebra Appl. 103, 1988.)
+
+    Returns
+    -------
+    Z : (d, d) ndarray
+        The projection.
+    w : (d,) ndarray
+        The eigenvalues of ``(M + M^T)/2`` (only with ``return_eigs``).
     """
     S = symmetrize(M)
     w, V = np.linalg.eigh(S)
@@ -75,10 +107,21 @@ def project_psd(M, return_eigs=False):
     return (Z, w) if return_eigs else Z
 
 
-def power_of_two_scaling(diag):
+def power_of_two_scaling(diag: ArrayLike) -> np.ndarray:
     r"""Powers of two :math:`c_j \approx 1/\sqrt{\text{diag}_j}` (1 where the entry is not positive): the
     congruence :math:`\operatorname{diag}(c)\, H \operatorname{diag}(c)` is exact in floating point and gives
-    ``H`` a unit diagonal up to a factor of two."""
+    ``H`` a unit diagonal up to a factor of two.
+
+    Parameters
+    ----------
+    diag : (d,) array_like
+        The diagonal of ``H``.
+
+    Returns
+    -------
+    (d,) ndarray
+        The powers of two :math:`c`.
+    """
     diag = np.asarray(diag, dtype=np.float64)
     c = np.ones_like(diag)
     pos = diag > 0
@@ -90,13 +133,25 @@ def power_of_two_scaling(diag):
 WIDE_DIAGONAL = 1e6
 
 
-def factor(M, rank_tol=0.0):
+def factor(M: ArrayLike, rank_tol: float = 0.0) -> np.ndarray:
     """Return ``L`` with ``L^T L = M`` for a PSD matrix ``M`` (negative eigenvalues clipped).
 
     Rows are ordered by decreasing eigenvalue; ``L`` is square ``(d, d)``. A diagonal spanning more than
     :data:`WIDE_DIAGONAL` (a metric that stretches one feature by 1e16) is factored at a unit diagonal, through
     the exact power-of-two congruence ``M = D^-1 (D M D) D^-1``: the eigensolver's rounding, relative to the
     largest entry, would otherwise swamp the small ones (and with them the distances along the other features).
+
+    Parameters
+    ----------
+    M : (d, d) array_like
+        The PSD matrix (its symmetric part).
+    rank_tol : float, default 0.0
+        Eigenvalues below ``rank_tol`` times the largest are set to 0.
+
+    Returns
+    -------
+    L : (d, d) ndarray
+        The factor.
     """
     M = symmetrize(M)
     dg = np.clip(np.diag(M), 0.0, None)
@@ -112,25 +167,70 @@ def factor(M, rank_tol=0.0):
     return (np.sqrt(w[order])[:, None] * V[:, order].T).astype(np.float64)
 
 
-def min_eig(M):
-    """Smallest eigenvalue of the symmetric part of ``M``."""
+def min_eig(M: ArrayLike) -> float:
+    """Smallest eigenvalue of the symmetric part of ``M``.
+
+    Parameters
+    ----------
+    M : (d, d) array_like
+        The matrix.
+
+    Returns
+    -------
+    float
+        The eigenvalue.
+    """
     return float(np.linalg.eigvalsh(symmetrize(M))[0])
 
 
-def psd_defect(M, tol):
+def psd_defect(M: np.ndarray, tol: float) -> tuple[float, bool]:
     """The one PSD test of metricopt: ``(smallest eigenvalue, failed)`` for the symmetric part of
     ``M``, where ``failed`` means the eigenvalue is below ``-tol * max(1, max |M_ij|)`` (milder
-    negative eigenvalues are rounding, clipped by :func:`project_psd` / :func:`factor`)."""
+    negative eigenvalues are rounding, clipped by :func:`project_psd` / :func:`factor`).
+
+    Parameters
+    ----------
+    M : (d, d) ndarray
+        The matrix.
+    tol : float
+        The relative tolerance.
+
+    Returns
+    -------
+    lo : float
+        The smallest eigenvalue.
+    failed : bool
+        Whether it is below ``-tol * max(1, max |M_ij|)``.
+    """
     lo = min_eig(M)
     return lo, lo < -tol * max(1.0, float(np.abs(M).max()))
 
 
-def pair_scatter(X, a, b, w=None, dense_limit=4_000_000):
+def pair_scatter(X: ArrayLike, a: ArrayLike, b: ArrayLike, w: ArrayLike | None = None, dense_limit: int = 4_000_000
+                 ) -> np.ndarray:
     """Return ``sum_t w_t (x_{a_t} - x_{b_t})(x_{a_t} - x_{b_t})^T`` as a ``(d, d)`` matrix.
 
     Small inputs are summed from the differences directly (most accurate); large
     ones through the graph-Laplacian identity ``X^T (D_w - W - W^T) X`` with a
     sparse weight matrix, so no ``(m, d)`` array of differences is formed.
+
+    Parameters
+    ----------
+    X : (n, d) array_like
+        The points.
+    a : (m,) array_like of int
+        The pairs' first points.
+    b : (m,) array_like of int
+        Their second points.
+    w : (m,) array_like or None
+        The weights (``None``: all 1).
+    dense_limit : int, default 4000000
+        Largest ``m * d`` summed from explicit differences.
+
+    Returns
+    -------
+    (d, d) ndarray
+        The scatter matrix (symmetrised).
     """
     X = np.asarray(X, dtype=np.float64)
     a = np.asarray(a, dtype=np.int64).ravel()
@@ -153,17 +253,44 @@ def pair_scatter(X, a, b, w=None, dense_limit=4_000_000):
     return symmetrize(S)
 
 
-def pair_rows(X, a, b):
+def pair_rows(X: ArrayLike, a: ArrayLike, b: ArrayLike) -> np.ndarray:
     """Rows ``vec((x_a - x_b)(x_a - x_b)^T)`` (row-major), shape ``(m, d*d)``.
 
     ``pair_rows(X, a, b) @ M.ravel()`` are the squared distances ``d_M(x_a, x_b)``.
+
+    Parameters
+    ----------
+    X : (n, d) array_like
+        The points.
+    a : (m,) array_like of int
+        The pairs' first points.
+    b : (m,) array_like of int
+        Their second points.
+
+    Returns
+    -------
+    (m, d*d) ndarray
+        The rows.
     """
     D = np.asarray(X, dtype=np.float64)[np.asarray(a)] - np.asarray(X, dtype=np.float64)[np.asarray(b)]
     return (D[:, :, None] * D[:, None, :]).reshape(D.shape[0], -1)
 
 
-def sq_dists(A, B):
-    """Squared Euclidean distances between the rows of ``A`` and ``B`` (expansion form, clipped at 0)."""
+def sq_dists(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """Squared Euclidean distances between the rows of ``A`` and ``B`` (expansion form, clipped at 0).
+
+    Parameters
+    ----------
+    A : (m, d) ndarray
+        The first points.
+    B : (p, d) ndarray
+        The second points.
+
+    Returns
+    -------
+    (m, p) ndarray
+        The squared distances.
+    """
     aa = np.einsum("ij,ij->i", A, A)
     bb = np.einsum("ij,ij->i", B, B)
     D = aa[:, None] + bb[None, :] - 2.0 * (A @ B.T)

@@ -64,14 +64,28 @@ __all__ = ["ScalarLoss", "Hinge", "SquaredHinge", "SmoothHinge", "LOSSES", "loss
 _EPS = float(np.finfo(np.float64).eps)
 
 
-def smoothed_hinge(h, s):
-    """Centred Huber smoothing of ``[h]_+`` of width ``s`` and its derivative (JAX).
+def smoothed_hinge(h: Any, s: Any) -> tuple[Any, Any]:
+    r"""Centred Huber smoothing of ``[h]_+`` of width ``s`` and its derivative (JAX).
 
     ``phi_s(h) = 0`` for ``h <= -s/2``, ``(h + s/2)^2 / (2 s)`` for ``|h| < s/2`` and ``h``
     for ``h >= s/2``: ``[h]_+ <= phi_s <= [h]_+ + s/8`` and ``phi_s'`` is ``1/s``-Lipschitz.
     ``s = 0`` gives the hinge itself with the subgradient ``1[h > 0]``. The JAX backend smooths
     the hinges of LMNN (:class:`Hinge`) and of soft-margin POLA with it (also importable from
     :mod:`metricopt.problems.terms`, its former home).
+
+    Parameters
+    ----------
+    h : jax.Array
+        Hinge arguments :math:`h`.
+    s : float
+        The width :math:`s \ge 0`.
+
+    Returns
+    -------
+    phi : jax.Array
+        :math:`\phi_s(h)`.
+    dphi : jax.Array
+        :math:`\phi_s'(h)`.
     """
     import jax.numpy as jnp
 
@@ -86,7 +100,22 @@ def round_up(x: np.ndarray, roundings: int = 1) -> np.ndarray:
     r"""An upper bound on the exact value of a non-negative ``x`` computed with at most ``roundings``
     correctly rounded float64 operations (each of relative error at most :math:`u = \epsilon / 2`):
     :math:`x (1 + k\epsilon)` computed, then moved up by one ulp (which also covers the absolute
-    errors of subnormal results and of this very product)."""
+    errors of subnormal results and of this very product).
+
+    (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., 2002, Sec. 2.2.)
+
+    Parameters
+    ----------
+    x : array_like
+        The computed non-negative value(s).
+    roundings : int, default 1
+        The number of correctly rounded operations.
+
+    Returns
+    -------
+    ndarray
+        The upper bound.
+    """
     x = np.asarray(x, dtype=np.float64)
     return np.nextafter(x * (1.0 + roundings * _EPS), np.inf)
 
@@ -114,43 +143,152 @@ class ScalarLoss:
     smooth: bool = False
 
     def value(self, h: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
-        r""":math:`\ell(h)` elementwise (float64)."""
+        r""":math:`\ell(h)` elementwise (float64).
+
+        Parameters
+        ----------
+        h : ndarray
+            Hinge arguments :math:`h`.
+
+        Returns
+        -------
+        ndarray
+            The loss values.
+
+        Raises
+        ------
+        NotImplementedError
+            In the base class (abstract).
+        """
         raise NotImplementedError
 
     def derivative(self, h: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
-        r"""A subgradient :math:`\ell'(h) \in [0, \bar a]` elementwise (float64)."""
+        r"""A subgradient :math:`\ell'(h) \in [0, \bar a]` elementwise (float64).
+
+        Parameters
+        ----------
+        h : ndarray
+            Hinge arguments :math:`h`.
+
+        Returns
+        -------
+        ndarray
+            The (sub)derivatives.
+
+        Raises
+        ------
+        NotImplementedError
+            In the base class (abstract).
+        """
         raise NotImplementedError
 
     def conjugate(self, a: np.ndarray) -> np.ndarray:
         r""":math:`\ell^*(a)` elementwise, rounded up; ``+inf`` outside :math:`[0, \bar a]`.
 
         Default: :func:`numerical_conjugate`, a rigorous upper bound from :meth:`value` and :meth:`derivative`
-        alone, so that a new loss need not derive its conjugate (a closed form, where known, is faster)."""
+        alone, so that a new loss need not derive its conjugate (a closed form, where known, is faster).
+
+        Parameters
+        ----------
+        a : ndarray
+            Dual values :math:`a`.
+
+        Returns
+        -------
+        ndarray
+            Upper bounds on :math:`\ell^*(a)`.
+
+        Raises
+        ------
+        InputError
+            When the input holds NaN.
+        """
         return numerical_conjugate(self, a)
 
     def cvxpy(self, xi: Any) -> Any:  # pragma: no cover - abstract
-        r""":math:`\ell(\xi)` elementwise as a convex (DCP) CVXPY expression, for :math:`\xi \ge 0`."""
+        r""":math:`\ell(\xi)` elementwise as a convex (DCP) CVXPY expression, for :math:`\xi \ge 0`.
+
+        Parameters
+        ----------
+        xi : cvxpy.Expression
+            The (non-negative) slacks :math:`\xi`.
+
+        Returns
+        -------
+        cvxpy.Expression
+            The loss of each slack.
+
+        Raises
+        ------
+        NotImplementedError
+            In the base class (abstract).
+        """
         raise NotImplementedError
 
     @staticmethod
-    def jax_value(h, smoothing):  # pragma: no cover - abstract
-        r"""``(phi, dphi)``: the loss the JAX backend minimises and its derivative, in JAX. A non-smooth loss
+    def jax_value(h: Any, smoothing: Any) -> tuple[Any, Any]:  # pragma: no cover - abstract
+        """``(phi, dphi)``: the loss the JAX backend minimises and its derivative, in JAX. A non-smooth loss
         is smoothed to width ``smoothing`` (0: the loss itself and a subgradient); a smooth loss ignores it.
-        Parameters of the loss (:meth:`jax_params`) come as keyword arguments."""
+        Parameters of the loss (:meth:`jax_params`) come as keyword arguments.
+
+        Parameters
+        ----------
+        h : jax.Array
+            Hinge arguments :math:`h`.
+        smoothing : float
+            The smoothing width (0: the loss itself; ignored by a smooth loss).
+
+        Returns
+        -------
+        phi : jax.Array
+            The (smoothed) loss values.
+        dphi : jax.Array
+            Their derivatives.
+
+        Raises
+        ------
+        NotImplementedError
+            In the base class (abstract).
+        """
         raise NotImplementedError
 
     @classmethod
-    def jax_exact(cls, h, **params):
-        r"""The unsmoothed :math:`\ell(h)` in JAX (default: :meth:`jax_value` at width 0)."""
+    def jax_exact(cls, h: Any, **params: Any) -> Any:
+        r"""The unsmoothed :math:`\ell(h)` in JAX (default: :meth:`jax_value` at width 0).
+
+        Parameters
+        ----------
+        h : jax.Array
+            Hinge arguments :math:`h`.
+        **params
+            The loss's parameters (:meth:`jax_params`).
+
+        Returns
+        -------
+        jax.Array
+            The loss values.
+        """
         return cls.jax_value(h, 0.0, **params)[0]
 
     def jax_params(self) -> dict:
         """The loss's parameters as float64 scalars, passed to :meth:`jax_value` as keyword arguments
-        (dynamic inputs of the jitted loop). Default: none."""
+        (dynamic inputs of the jitted loop). Default: none.
+
+        Returns
+        -------
+        dict
+            Parameter name -> float64 scalar.
+        """
         return {}
 
     def config(self) -> dict:
-        """The loss as a JSON-serialisable dict ``{"loss": name, **parameters}`` (see :func:`loss_from_config`)."""
+        """The loss as a JSON-serialisable dict ``{"loss": name, **parameters}`` (see :func:`loss_from_config`).
+
+        Returns
+        -------
+        dict
+            The configuration.
+        """
         return {"loss": self.name}
 
     def _array(self, x, what):
@@ -183,24 +321,117 @@ class Hinge(ScalarLoss):
     smooth = False
 
     def value(self, h: np.ndarray) -> np.ndarray:
+        r""":math:`\ell(h)` elementwise (float64).
+
+        Parameters
+        ----------
+        h : ndarray
+            Hinge arguments :math:`h`.
+
+        Returns
+        -------
+        ndarray
+            The loss values.
+
+        Raises
+        ------
+        InputError
+            When the input holds NaN.
+        """
         return np.maximum(self._array(h, "value"), 0.0)
 
     def derivative(self, h: np.ndarray) -> np.ndarray:
+        r"""A subgradient :math:`\ell\'(h) \in [0, \bar a]` elementwise (float64).
+
+        Parameters
+        ----------
+        h : ndarray
+            Hinge arguments :math:`h`.
+
+        Returns
+        -------
+        ndarray
+            The (sub)derivatives.
+
+        Raises
+        ------
+        InputError
+            When the input holds NaN.
+        """
         return (self._array(h, "derivative") > 0).astype(np.float64)
 
     def conjugate(self, a: np.ndarray) -> np.ndarray:
+        r""":math:`\ell^*(a)` elementwise, rounded up; ``+inf`` outside :math:`[0, \bar a]`.
+
+        Parameters
+        ----------
+        a : ndarray
+            Dual values :math:`a`.
+
+        Returns
+        -------
+        ndarray
+            Upper bounds on :math:`\ell^*(a)`.
+
+        Raises
+        ------
+        InputError
+            When the input holds NaN.
+        """
         a = self._array(a, "conjugate")
         return np.where((a >= 0) & (a <= 1.0), 0.0, np.inf)
 
     def cvxpy(self, xi: Any) -> Any:
+        r""":math:`\ell(\xi)` elementwise as a convex (DCP) CVXPY expression, for :math:`\xi \ge 0`.
+
+        Parameters
+        ----------
+        xi : cvxpy.Expression
+            The (non-negative) slacks :math:`\xi`.
+
+        Returns
+        -------
+        cvxpy.Expression
+            ``xi`` itself.
+        """
         return xi
 
     @staticmethod
-    def jax_value(h, smoothing):
+    def jax_value(h: Any, smoothing: Any) -> tuple[Any, Any]:
+        """``(phi, dphi)``: the loss the JAX backend minimises and its derivative, in JAX.
+
+        Parameters
+        ----------
+        h : jax.Array
+            Hinge arguments :math:`h`.
+        smoothing : float
+            The smoothing width (0: the loss itself; ignored by a smooth loss).
+
+        Returns
+        -------
+        phi : jax.Array
+            The (smoothed) loss values.
+        dphi : jax.Array
+            Their derivatives.
+        """
         return smoothed_hinge(h, smoothing)
 
     @classmethod
-    def jax_exact(cls, h, **params):
+    def jax_exact(cls, h: Any, **params: Any) -> Any:
+        r"""The unsmoothed :math:`\ell(h)` in JAX.
+
+        Parameters
+        ----------
+        h : jax.Array
+            Hinge arguments :math:`h`.
+        **params
+            The loss's parameters (:meth:`jax_params`).
+
+        Returns
+        -------
+        jax.Array
+            The loss values.
+        """
         import jax.numpy as jnp
 
         return jnp.maximum(h, 0.0)
@@ -219,25 +450,104 @@ class SquaredHinge(ScalarLoss):
     smooth = True
 
     def value(self, h: np.ndarray) -> np.ndarray:
+        r""":math:`\ell(h)` elementwise (float64).
+
+        Parameters
+        ----------
+        h : ndarray
+            Hinge arguments :math:`h`.
+
+        Returns
+        -------
+        ndarray
+            The loss values.
+
+        Raises
+        ------
+        InputError
+            When the input holds NaN.
+        """
         p = np.maximum(self._array(h, "value"), 0.0)
         return p * p
 
     def derivative(self, h: np.ndarray) -> np.ndarray:
+        r"""A subgradient :math:`\ell\'(h) \in [0, \bar a]` elementwise (float64).
+
+        Parameters
+        ----------
+        h : ndarray
+            Hinge arguments :math:`h`.
+
+        Returns
+        -------
+        ndarray
+            The (sub)derivatives.
+
+        Raises
+        ------
+        InputError
+            When the input holds NaN.
+        """
         return 2.0 * np.maximum(self._array(h, "derivative"), 0.0)
 
     def conjugate(self, a: np.ndarray) -> np.ndarray:
+        r""":math:`\ell^*(a)` elementwise, rounded up; ``+inf`` outside :math:`[0, \bar a]`.
+
+        Parameters
+        ----------
+        a : ndarray
+            Dual values :math:`a`.
+
+        Returns
+        -------
+        ndarray
+            Upper bounds on :math:`\ell^*(a)`.
+
+        Raises
+        ------
+        InputError
+            When the input holds NaN.
+        """
         a = self._array(a, "conjugate")
         with np.errstate(over="ignore"):
             up = round_up((a * a) * 0.25, 2)  # one rounding in a * a (the power-of-two factor is exact or subnormal)
         return np.where(a < 0, np.inf, np.where(a == 0, 0.0, up))
 
     def cvxpy(self, xi: Any) -> Any:
+        r""":math:`\ell(\xi)` elementwise as a convex (DCP) CVXPY expression, for :math:`\xi \ge 0`.
+
+        Parameters
+        ----------
+        xi : cvxpy.Expression
+            The (non-negative) slacks :math:`\xi`.
+
+        Returns
+        -------
+        cvxpy.Expression
+            The loss of each slack.
+        """
         import cvxpy as cp
 
         return cp.square(xi)
 
     @staticmethod
-    def jax_value(h, smoothing):
+    def jax_value(h: Any, smoothing: Any) -> tuple[Any, Any]:
+        """``(phi, dphi)``: the loss the JAX backend minimises and its derivative, in JAX.
+
+        Parameters
+        ----------
+        h : jax.Array
+            Hinge arguments :math:`h`.
+        smoothing : float
+            The smoothing width (0: the loss itself; ignored by a smooth loss).
+
+        Returns
+        -------
+        phi : jax.Array
+            The (smoothed) loss values.
+        dphi : jax.Array
+            Their derivatives.
+        """
         import jax.numpy as jnp
 
         p = jnp.maximum(h, 0.0)
@@ -271,35 +581,130 @@ class SmoothHinge(ScalarLoss):
         self.width = check_real(width, "width", low=0.0, low_open=True)
 
     def value(self, h: np.ndarray) -> np.ndarray:
+        r""":math:`\ell(h)` elementwise (float64).
+
+        Parameters
+        ----------
+        h : ndarray
+            Hinge arguments :math:`h`.
+
+        Returns
+        -------
+        ndarray
+            The loss values.
+
+        Raises
+        ------
+        InputError
+            When the input holds NaN.
+        """
         h = self._array(h, "value")
         s = self.width
         return np.where(h <= 0, 0.0, np.where(h < s, h * h / (2.0 * s), h - 0.5 * s))
 
     def derivative(self, h: np.ndarray) -> np.ndarray:
+        r"""A subgradient :math:`\ell\'(h) \in [0, \bar a]` elementwise (float64).
+
+        Parameters
+        ----------
+        h : ndarray
+            Hinge arguments :math:`h`.
+
+        Returns
+        -------
+        ndarray
+            The (sub)derivatives.
+
+        Raises
+        ------
+        InputError
+            When the input holds NaN.
+        """
         return np.clip(self._array(h, "derivative") / self.width, 0.0, 1.0)
 
     def conjugate(self, a: np.ndarray) -> np.ndarray:
+        r""":math:`\ell^*(a)` elementwise, rounded up; ``+inf`` outside :math:`[0, \bar a]`.
+
+        Parameters
+        ----------
+        a : ndarray
+            Dual values :math:`a`.
+
+        Returns
+        -------
+        ndarray
+            Upper bounds on :math:`\ell^*(a)`.
+
+        Raises
+        ------
+        InputError
+            When the input holds NaN.
+        """
         a = self._array(a, "conjugate")
         up = round_up((self.width * a) * a * 0.5, 3)  # two roundings in the products, one in the halving (subnormal)
         return np.where((a < 0) | (a > 1.0), np.inf, np.where(a == 0, 0.0, up))
 
     def cvxpy(self, xi: Any) -> Any:
+        r""":math:`\ell(\xi)` elementwise as a convex (DCP) CVXPY expression, for :math:`\xi \ge 0`.
+
+        Parameters
+        ----------
+        xi : cvxpy.Expression
+            The (non-negative) slacks :math:`\xi`.
+
+        Returns
+        -------
+        cvxpy.Expression
+            The loss of each slack.
+        """
         import cvxpy as cp
 
         # cp.huber(x, s) = x^2 for |x| <= s, 2 s |x| - s^2 beyond: divided by 2 s, the Huber hinge for x >= 0
         return cp.huber(xi, self.width) / (2.0 * self.width)
 
     @staticmethod
-    def jax_value(h, smoothing, width=0.5):
+    def jax_value(h: Any, smoothing: Any, width: Any = 0.5) -> tuple[Any, Any]:
+        """``(phi, dphi)``: the loss the JAX backend minimises and its derivative, in JAX.
+
+        Parameters
+        ----------
+        h : jax.Array
+            Hinge arguments :math:`h`.
+        smoothing : float
+            The smoothing width (0: the loss itself; ignored by a smooth loss).
+        width : float, default 0.5
+            The width :math:`s` (from :meth:`jax_params`).
+
+        Returns
+        -------
+        phi : jax.Array
+            The (smoothed) loss values.
+        dphi : jax.Array
+            Their derivatives.
+        """
         import jax.numpy as jnp
 
         phi = jnp.where(h <= 0, 0.0, jnp.where(h < width, h * h / (2.0 * width), h - 0.5 * width))
         return phi, jnp.clip(h / width, 0.0, 1.0)
 
     def jax_params(self) -> dict:
+        """The loss's parameters as float64 scalars (keyword arguments of :meth:`jax_value`).
+
+        Returns
+        -------
+        dict
+            Parameter name -> float64 scalar.
+        """
         return {"width": np.float64(self.width)}
 
     def config(self) -> dict:
+        """The loss as a JSON-serialisable dict ``{"loss": name, **parameters}`` (see :func:`loss_from_config`).
+
+        Returns
+        -------
+        dict
+            The configuration.
+        """
         return {"loss": self.name, "width": float(self.width)}
 
 
@@ -323,7 +728,20 @@ def numerical_conjugate(loss: ScalarLoss, a: np.ndarray) -> np.ndarray:
 
     rounded up. The bound is exact in the limit (the bracket shrinks to the maximiser) and never below
     :math:`\ell^*(a)`. ``+inf`` for :math:`a < 0` and where no :math:`h \le` :data:`NUMERICAL_CONJUGATE_HMAX` has
-    :math:`\ell'(h) \ge a` (the supremum may be infinite there: a multiplier at or beyond the loss's largest slope)."""
+    :math:`\ell'(h) \ge a` (the supremum may be infinite there: a multiplier at or beyond the loss's largest slope).
+
+    Parameters
+    ----------
+    loss : ScalarLoss
+        The loss (its ``value`` and ``derivative``).
+    a : ndarray
+        Dual values :math:`a`.
+
+    Returns
+    -------
+    ndarray
+        Upper bounds on :math:`\ell^*(a)`.
+    """
     a = np.asarray(a, dtype=np.float64)
     out = np.full(a.shape, np.inf)
     ok = a >= 0
@@ -355,7 +773,24 @@ LOSSES: dict[str, type] = {cls.name: cls for cls in (Hinge, SquaredHinge, Smooth
 
 def loss_from_config(config: dict) -> ScalarLoss:
     """The loss described by ``config`` (the dict of :meth:`ScalarLoss.config`); an unknown name or arguments
-    the loss does not take raise :class:`~metricopt.errors.InputError`."""
+    the loss does not take raise :class:`~metricopt.errors.InputError`.
+
+    Parameters
+    ----------
+    config : dict
+        The dict of :meth:`ScalarLoss.config`.
+
+    Returns
+    -------
+    ScalarLoss
+        The loss.
+
+    Raises
+    ------
+    InputError
+        When ``config`` is not a dict with a ``"loss"`` name, the name is unknown or the loss does not take the
+        arguments.
+    """
     if not isinstance(config, dict) or "loss" not in config:
         raise InputError(f"a loss's configuration must be a dict with a 'loss' name, e.g. {{'loss': 'hinge'}}; "
                          f"got {config!r}.")
@@ -372,7 +807,25 @@ def loss_from_config(config: dict) -> ScalarLoss:
 def as_loss(loss: Any, name: str = "loss") -> ScalarLoss:
     """``loss`` as a :class:`ScalarLoss`: a loss object as it is, a name of :data:`LOSSES` (case-insensitive;
     the built-in defaults, e.g. ``SmoothHinge(width=0.5)``) or a configuration dict; anything else raises
-    :class:`~metricopt.errors.InputError` naming the accepted values."""
+    :class:`~metricopt.errors.InputError` naming the accepted values.
+
+    Parameters
+    ----------
+    loss : ScalarLoss, str or dict
+        The loss, its name or its configuration.
+    name : str, default "loss"
+        The argument's name in messages.
+
+    Returns
+    -------
+    ScalarLoss
+        The loss.
+
+    Raises
+    ------
+    InputError
+        For anything else.
+    """
     if isinstance(loss, ScalarLoss):
         return loss
     if isinstance(loss, dict):

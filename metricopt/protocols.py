@@ -91,6 +91,13 @@ class Geometry:
         return self.kind is not GeometryKind.FACTOR
 
     def describe(self) -> str:
+        """A short description (messages): the kind and its qualifiers.
+
+        Returns
+        -------
+        str
+            E.g. ``"psd, diagonal"``.
+        """
         parts = [self.kind.value]
         if self.diagonal:
             parts.append("diagonal")
@@ -150,16 +157,63 @@ class ExactTerm(Protocol):
     uses_working_set: bool
 
     def value(self, problem: Any, V: Mapping[str, Any]) -> float:
-        """The exact float64 value at a numpy point ``V`` (over every triplet / pair)."""
+        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The term's value.
+        """
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
-        """``(expression, constraints)`` over CVXPY variables (``ws``: the working set, if any)."""
+        """``(expression, constraints)`` over CVXPY variables (``ws``: the working set, if any).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+        ws : ndarray or None
+            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
+            otherwise.
+
+        Returns
+        -------
+        expression : cvxpy.Expression
+            The term over the variables.
+        constraints : list
+            Extra constraints (e.g. on slack variables), possibly empty.
+        """
 
     def config(self) -> dict | None:
-        """JSON form for model files, or ``None`` when not storable."""
+        """JSON form for model files, or ``None`` when not storable.
+
+        Returns
+        -------
+        dict or None
+            ``{"term": class name, **constructor arguments}``, from which
+            :func:`metricopt.problems.terms.term_from_config` rebuilds it; ``None`` for a term that holds data
+            arrays.
+        """
 
     def describe(self) -> str:
-        """A short human-readable name (messages, ``repr``)."""
+        """A short human-readable name (messages, ``repr``).
+
+        Returns
+        -------
+        str
+            The name.
+        """
 
 
 @runtime_checkable
@@ -172,15 +226,66 @@ class JaxTerm(Protocol):
     jax_smoothed: bool
 
     def jax_data(self, problem: Any) -> dict:
-        """The arrays the JAX value needs (dynamic inputs of the jitted loop)."""
+        """The arrays the JAX value needs (dynamic inputs of the jitted loop).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        dict
+            Numpy float64 / int arrays by name.
+        """
 
     @staticmethod
     def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
-        """The (smoothed) value alone, in pure JAX."""
+        """The (smoothed) value alone, in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        jax.Array
+            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
+        """
 
     @staticmethod
     def jax_value_grad(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> tuple[Any, Any, dict]:
-        """``(value, exact_value, gradients)`` at ``V`` (a dict of JAX arrays), in pure JAX."""
+        """``(value, exact_value, gradients)`` at ``V`` (a dict of JAX arrays), in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        V : dict
+            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
+            threshold).
+        active : dict or None
+            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+        smoothing : float
+            The smoothing width of a non-smooth term (0: the exact value).
+
+        Returns
+        -------
+        value : jax.Array
+            The (smoothed) value a solver minimises.
+        exact_value : jax.Array
+            The unsmoothed value.
+        gradients : dict
+            The gradient of ``value`` for each variable the term depends on (``"M"`` symmetric).
+        """
 
 
 @runtime_checkable
@@ -190,7 +295,22 @@ class ProxTerm(Protocol):
 
     @staticmethod
     def jax_prox(data: Any, M: Any, step: Any) -> Any:
-        """The prox of ``step * R`` over symmetric matrices, in pure JAX."""
+        """The prox of ``step * R`` over symmetric matrices, in pure JAX.
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        M : jax.Array
+            The (d, d) point.
+        step : float
+            The proximal step size.
+
+        Returns
+        -------
+        jax.Array
+            The proximal point.
+        """
 
 
 @runtime_checkable
@@ -199,7 +319,22 @@ class PsdProxTerm(Protocol):
 
     @staticmethod
     def jax_prox_psd(data: Any, M: Any, step: Any) -> Any:
-        """The exact prox of ``step * R`` plus the PSD cone's indicator (an indicator term: the projection)."""
+        """The exact prox of ``step * R`` plus the PSD cone's indicator (an indicator term: the projection).
+
+        Parameters
+        ----------
+        data : dict
+            The arrays of :meth:`jax_data` (as JAX arrays).
+        M : jax.Array
+            The (d, d) point.
+        step : float
+            The proximal step size.
+
+        Returns
+        -------
+        jax.Array
+            The proximal point (PSD).
+        """
 
 
 @runtime_checkable
@@ -221,7 +356,19 @@ class CertifiableTerm(Protocol):
     generic_certificate: bool
 
     def dual_piece(self, problem: Any) -> DualPiece | None:
-        """The term's place in the certificate's dual, or ``None`` (then bounded generically, or refused)."""
+        """The term's place in the certificate's dual, or ``None`` (then bounded generically, or refused).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        DualPiece or None
+            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
+            expression (:mod:`metricopt.certify.generic`) where possible.
+        """
 
 
 @runtime_checkable
@@ -240,14 +387,61 @@ class WorkingSetLoss(Protocol):
     uses_working_set: bool
 
     def initial_working_set(self, problem: Any, V: Mapping[str, Any]) -> np.ndarray:
-        """The rows the loop starts from at the point ``V``."""
+        """The rows the loop starts from at the point ``V``.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        ndarray
+            The rows (int), one per constraint of the working set.
+        """
 
     def violators(self, problem: Any, V: Mapping[str, Any], ws: np.ndarray, tol: float = 1e-9,
                   max_add: int | None = None) -> tuple[np.ndarray, float]:
-        """``(new rows, largest violation)``: rows outside ``ws`` violated at ``V``."""
+        """``(new rows, largest violation)``: rows outside ``ws`` violated at ``V``.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+        ws : ndarray
+            The current working set (rows).
+        tol : float
+            Violations up to this are ignored.
+        max_add : int or None
+            At most this many new rows (the most violated); ``None``: all.
+
+        Returns
+        -------
+        new : ndarray
+            The violated rows outside ``ws`` (empty when the largest violation is at most ``tol``).
+        worst : float
+            The largest violation outside ``ws`` (``-inf`` when none).
+        """
 
     def all_triplets(self, problem: Any) -> np.ndarray:
-        """Every row of the full (textbook) program."""
+        """Every row of the full (textbook) program.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+
+        Returns
+        -------
+        ndarray
+            The rows (int).
+        """
 
 
 @runtime_checkable
@@ -257,7 +451,29 @@ class ActiveSetLoss(Protocol):
 
     def jax_active_set(self, problem: Any, M: np.ndarray, margin: float, min_capacity: int = 256, multiple: int = 1,
                        limit: int | None = None) -> tuple[dict, int, float, np.ndarray] | None:
-        """``(active, size, exact value over every row, hinge arguments)``, or ``None`` above ``limit``."""
+        """``(active, size, exact value over every row, hinge arguments)``, or ``None`` above ``limit``.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        M : (d, d) ndarray
+            The metric.
+        margin : float
+            Rows with hinge argument above ``-margin`` are active.
+        min_capacity : int, default 256
+            The smallest padded capacity.
+        multiple : int, default 1
+            The capacity is rounded up to a multiple of this.
+        limit : int or None
+            Give up (``None``) above this many active rows.
+
+        Returns
+        -------
+        tuple or None
+            ``(active, size, exact_value, h)``: the padded active set, its size, the term's exact value over
+            every row and the padded hinge arguments; ``None`` above ``limit``.
+        """
 
 
 @runtime_checkable
@@ -282,7 +498,21 @@ class RepairingTerm(Protocol):
     applies it to the solver's answer, e.g. a trace ball)."""
 
     def repair(self, problem: Any, V: Mapping[str, Any]) -> dict:
-        """The point ``V`` moved onto the term's feasible set."""
+        """The point ``V`` moved onto the term's feasible set.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the term belongs to (its points, labels, pairs or triplets).
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        dict
+            The point on the feasible set.
+        """
 
 
 @runtime_checkable
@@ -290,10 +520,38 @@ class ProblemConstraint(Protocol):
     """A constraint of a problem beyond ``M`` PSD (:class:`metricopt.problems.base.Constraint`)."""
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any]) -> list:
-        """Its CVXPY constraints over the variables ``V``."""
+        """Its CVXPY constraints over the variables ``V``.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the constraint belongs to.
+        V : dict
+            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
+            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
+
+        Returns
+        -------
+        list
+            CVXPY constraints.
+        """
 
     def violation(self, problem: Any, V: Mapping[str, Any]) -> float:
-        """Its largest violation at a numpy point (0 when satisfied)."""
+        """Its largest violation at a numpy point (0 when satisfied).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the constraint belongs to.
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The largest violation.
+        """
 
 
 # ------------------------------------------------------------------ problems
@@ -376,46 +634,192 @@ class Problem(Protocol):
         """The points whose pair differences the metric acts on (``X``; multi-metric LMNN: one copy per metric)."""
 
     def objective(self, M: np.ndarray, **variables: float) -> float:
-        """The exact objective in float64 (``M`` checked)."""
+        """The exact objective in float64 (``M`` checked).
+
+        Parameters
+        ----------
+        M : (d, d) ndarray
+            The metric.
+        **variables
+            The extra variables by name.
+
+        Returns
+        -------
+        float
+            The objective.
+        """
 
     def _objective(self, V: Mapping[str, Any]) -> float:
         """The exact objective at a point ``V`` already checked (the sum of the terms' values)."""
 
     def point(self, M: np.ndarray, **variables: float) -> dict:
-        """A checked numpy point ``V`` (extra variables chosen optimally where not given)."""
+        """A checked numpy point ``V`` (extra variables chosen optimally where not given).
+
+        Parameters
+        ----------
+        M : (d, d) ndarray
+            The metric.
+        **variables
+            The extra variables by name.
+
+        Returns
+        -------
+        dict
+            ``{"M": M, **extra variables}``.
+        """
 
     def check_metric(self, M: Any, name: str = "M", psd_tol: float = 1e-8) -> np.ndarray:
-        """``M`` symmetrised as float64 after checking its shape and PSD-ness."""
+        """``M`` symmetrised as float64 after checking its shape and PSD-ness.
+
+        Parameters
+        ----------
+        M : (d, d) array_like
+            The metric to check.
+        name : str, default "M"
+            Its name in messages.
+        psd_tol : float, default 1e-8
+            Relative tolerance on negative eigenvalues.
+
+        Returns
+        -------
+        (d, d) ndarray
+            The checked metric.
+        """
 
     def best_extra(self, M: np.ndarray, name: str) -> float:
-        """The optimal value of the extra variable ``name`` at ``M``."""
+        """The optimal value of the extra variable ``name`` at ``M``.
+
+        Parameters
+        ----------
+        M : (d, d) ndarray
+            The metric.
+        name : str
+            The variable's name.
+
+        Returns
+        -------
+        float
+            The optimal value.
+        """
 
     def initial_point(self) -> dict:
-        """The default start ``V`` (``M = I``, extra variables 1)."""
+        """The default start ``V`` (``M = I``, extra variables 1).
+
+        Returns
+        -------
+        dict
+            The point.
+        """
 
     def repair(self, V: Mapping[str, Any]) -> dict:
-        """A point slightly outside the constraints moved onto the feasible set."""
+        """A point slightly outside the constraints moved onto the feasible set.
+
+        Parameters
+        ----------
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        dict
+            The point on the feasible set.
+        """
 
     def max_violation(self, V: Mapping[str, Any]) -> float:
-        """The largest violation of the constraints at ``V``."""
+        """The largest violation of the constraints at ``V``.
+
+        Parameters
+        ----------
+        V : dict
+            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
+            has one.
+
+        Returns
+        -------
+        float
+            The largest violation (0 when feasible).
+        """
 
     def pair_rows(self, a: Any, b: Any) -> np.ndarray:
-        """Rows ``r`` with ``r @ vec(M) = d_M(x_a, x_b)`` (the exact backend's vectorised variable)."""
+        """Rows ``r`` with ``r @ vec(M) = d_M(x_a, x_b)`` (the exact backend's vectorised variable).
+
+        Parameters
+        ----------
+        a : array_like of int
+            The pairs' first points.
+        b : array_like of int
+            Their second points.
+
+        Returns
+        -------
+        ndarray
+            One row per pair.
+        """
 
     def pair_distances(self, a: Any, b: Any, M: np.ndarray) -> np.ndarray:
-        """``d_M(x_a, x_b)`` for each pair, in float64."""
+        """``d_M(x_a, x_b)`` for each pair, in float64.
+
+        Parameters
+        ----------
+        a : array_like of int
+            The pairs' first points.
+        b : array_like of int
+            Their second points.
+        M : (d, d) ndarray
+            The metric.
+
+        Returns
+        -------
+        (m,) ndarray
+            One distance per pair.
+        """
 
     def coordinate_scale(self) -> np.ndarray:
-        """Per-coordinate powers of two the exact backend rescales ``M`` by."""
+        """Per-coordinate powers of two the exact backend rescales ``M`` by.
+
+        Returns
+        -------
+        (d,) ndarray
+            The powers of two.
+        """
 
     def variable_basis(self) -> np.ndarray | None:
-        """A basis ``T`` for the exact backend's ``M = T Z T^T``, or ``None``."""
+        """A basis ``T`` for the exact backend's ``M = T Z T^T``, or ``None``.
+
+        Returns
+        -------
+        (d, r) ndarray or None
+            The basis, or ``None``.
+        """
 
     def factored(self, rank: int) -> Problem:
-        """The same objective over ``M = L^T L`` with an ``(rank, d)`` factor ``L`` (non-convex)."""
+        """The same objective over ``M = L^T L`` with an ``(rank, d)`` factor ``L`` (non-convex).
+
+        Parameters
+        ----------
+        rank : int
+            The number of rows of ``L``.
+
+        Returns
+        -------
+        Problem
+            The factored problem.
+        """
 
     def jax_terms(self, online: bool = False) -> list:
-        """The terms the JAX backend's loop minimises (``online``: for an online solver)."""
+        """The terms the JAX backend's loop minimises (``online``: for an online solver).
+
+        Parameters
+        ----------
+        online : bool, default False
+            For an online solver.
+
+        Returns
+        -------
+        list of Term
+            The terms.
+        """
 
 
 @runtime_checkable
@@ -436,32 +840,155 @@ class TripletProblem(Problem, Protocol):
         """The number of triplets of the full problem."""
 
     def lift(self, a: Any, b: Any) -> tuple[Any, Any]:
-        """Rows of :attr:`X_lifted` whose difference is the pair ``(a, b)``."""
+        """Rows of :attr:`X_lifted` whose difference is the pair ``(a, b)``.
+
+        Parameters
+        ----------
+        a : array_like of int
+            The pairs' first points.
+        b : array_like of int
+            Their second points.
+
+        Returns
+        -------
+        tuple
+            The rows ``(a', b')``.
+        """
 
     def transformed(self, M: np.ndarray) -> np.ndarray:
-        """The points ``X L^T`` with ``M = L^T L`` (multi-metric: a stack, one per metric)."""
+        """The points ``X L^T`` with ``M = L^T L`` (multi-metric: a stack, one per metric).
+
+        Parameters
+        ----------
+        M : (d, d) ndarray
+            The metric.
+
+        Returns
+        -------
+        ndarray
+            The mapped points.
+        """
 
     def find_triplets(self, M: np.ndarray, margin: float = 0.0, limit: int | None = None,
                       reuse_within: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-        """``(i, j, l, h)`` of every triplet with hinge argument ``h > -margin`` (``None`` above ``limit``)."""
+        """``(i, j, l, h)`` of every triplet with hinge argument ``h > -margin`` (``None`` above ``limit``).
+
+        Parameters
+        ----------
+        M : (d, d) ndarray
+            The metric.
+        margin : float, default 0.0
+            The margin.
+        limit : int or None
+            Give up (``None``) above this many triplets.
+        reuse_within : float, default 0.0
+            Relative distance within which a kept search may be reused.
+
+        Returns
+        -------
+        tuple or None
+            ``(i, j, l, h)``, or ``None`` above ``limit``.
+        """
 
     def anchor_weights(self, i: Any) -> np.ndarray | None:
-        """The weights of the anchors ``i``, or ``None`` when unweighted."""
+        """The weights of the anchors ``i``, or ``None`` when unweighted.
+
+        Parameters
+        ----------
+        i : array_like of int
+            The anchors.
+
+        Returns
+        -------
+        ndarray or None
+            The weights.
+        """
 
     def hinge_sum(self, M: np.ndarray) -> float:
-        """The (weighted) sum of the hinges over every triplet, exactly rounded."""
+        """The (weighted) sum of the hinges over every triplet, exactly rounded.
+
+        Parameters
+        ----------
+        M : (d, d) ndarray
+            The metric.
+
+        Returns
+        -------
+        float
+            The sum.
+        """
 
     def loss_sum(self, M: np.ndarray, loss: Any = None) -> float:
-        """The (weighted) sum of a scalar loss over every triplet, exactly rounded."""
+        """The (weighted) sum of a scalar loss over every triplet, exactly rounded.
+
+        Parameters
+        ----------
+        M : (d, d) ndarray
+            The metric.
+        loss : ScalarLoss, optional
+            The loss (default: the problem's).
+
+        Returns
+        -------
+        float
+            The sum.
+        """
 
     def triplet_rows(self, i: Any, j: Any, l: Any) -> np.ndarray:
-        """Rows ``A_t`` with ``A_t . vec(M) = d_M(x_i, x_l) - d_M(x_i, x_j)``."""
+        """Rows ``A_t`` with ``A_t . vec(M) = d_M(x_i, x_l) - d_M(x_i, x_j)``.
+
+        Parameters
+        ----------
+        i : array_like of int
+            The anchors.
+        j : array_like of int
+            The target neighbours.
+        l : array_like of int
+            The impostors.
+
+        Returns
+        -------
+        ndarray
+            One row per triplet.
+        """
 
     def triplet_factors(self, i: Any, j: Any, l: Any) -> tuple[np.ndarray, np.ndarray]:
-        """``(U, V)``: rows ``x_i - x_l`` and ``x_i - x_j`` (lifted), ``A_t = vec(u u^T - v v^T)``."""
+        """``(U, V)``: rows ``x_i - x_l`` and ``x_i - x_j`` (lifted), ``A_t = vec(u u^T - v v^T)``.
+
+        Parameters
+        ----------
+        i : array_like of int
+            The anchors.
+        j : array_like of int
+            The target neighbours.
+        l : array_like of int
+            The impostors.
+
+        Returns
+        -------
+        tuple of ndarray
+            ``(U, V)``.
+        """
 
     def triplet_scatter(self, i: Any, j: Any, l: Any, w: Any = None) -> np.ndarray:
-        """``sum_t w_t (C_il - C_ij)`` as a ``(d, d)`` matrix."""
+        """``sum_t w_t (C_il - C_ij)`` as a ``(d, d)`` matrix.
+
+        Parameters
+        ----------
+        i : array_like of int
+            The anchors.
+        j : array_like of int
+            The target neighbours.
+        l : array_like of int
+            The impostors.
+        w : array_like or None
+            The weights (``None``: all 1).
+
+        Returns
+        -------
+        (d, d) ndarray
+            The weighted sum.
+        """
 
 
 @runtime_checkable
@@ -487,7 +1014,13 @@ class BudgetProblem(Problem, Protocol):
         """The similar pairs, an ``(m, 2)`` int array."""
 
     def budget_whitening(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """``(T, T^+)`` mapping ``{Z PSD, trace Z <= 1}`` onto the budget set, or ``None`` (``S^{-1/2}`` serves)."""
+        """``(T, T^+)`` mapping ``{Z PSD, trace Z <= 1}`` onto the budget set, or ``None`` (``S^{-1/2}`` serves).
+
+        Returns
+        -------
+        tuple or None
+            ``(T, T^+)``, or ``None``.
+        """
 
 
 @runtime_checkable
@@ -508,16 +1041,68 @@ class LatentProblem(Problem, Protocol):
         """The correct sets' pull ``P* = C sum_i K_{i h*_i}``."""
 
     def latent_at(self, M: np.ndarray) -> Any:
-        """The loss-augmented inference at ``M`` (its ``h_hat``)."""
+        """The loss-augmented inference at ``M`` (its ``h_hat``).
+
+        Parameters
+        ----------
+        M : (d, d) ndarray
+            The metric.
+
+        Returns
+        -------
+        object
+            The inference result.
+        """
 
     def set_losses(self, anchors: Any, members: Any) -> np.ndarray:
-        """``Lambda(y_i, y_h)`` for rows ``(i, h)``."""
+        """``Lambda(y_i, y_h)`` for rows ``(i, h)``.
+
+        Parameters
+        ----------
+        anchors : array_like of int
+            The points ``i`` of the rows.
+        members : (m, k) array_like of int
+            Their latent sets ``h``.
+
+        Returns
+        -------
+        (m,) ndarray
+            One loss per row.
+        """
 
     def set_scatter(self, anchors: Any, members: Any, w: Any) -> np.ndarray:
-        """``sum_r w_r K_{i_r h_r}`` as a ``(d, d)`` matrix."""
+        """``sum_r w_r K_{i_r h_r}`` as a ``(d, d)`` matrix.
+
+        Parameters
+        ----------
+        anchors : array_like of int
+            The points ``i`` of the rows.
+        members : (m, k) array_like of int
+            Their latent sets ``h``.
+        w : (m,) array_like
+            The weights.
+
+        Returns
+        -------
+        (d, d) ndarray
+            The weighted sum.
+        """
 
     def row_values(self, rows: np.ndarray, M: np.ndarray) -> np.ndarray:
-        """``Lambda_r - <K_r, M>`` for rows ``(i, h)``."""
+        """``Lambda_r - <K_r, M>`` for rows ``(i, h)``.
+
+        Parameters
+        ----------
+        rows : (m, 1 + k) ndarray
+            Rows ``(i, h)``.
+        M : (d, d) ndarray
+            The metric.
+
+        Returns
+        -------
+        (m,) ndarray
+            One value per row.
+        """
 
 
 @runtime_checkable
@@ -525,10 +1110,38 @@ class NeighbourPredictor(Protocol):
     """A problem with its own ``k``-NN rule (multi-metric LMNN: cluster-dependent distances)."""
 
     def knn_predict(self, X_test: Any, M: np.ndarray, k: int | None = None) -> np.ndarray:
-        """``k``-NN predictions for ``X_test`` under ``M``."""
+        """``k``-NN predictions for ``X_test`` under ``M``.
+
+        Parameters
+        ----------
+        X_test : (m, d) array_like
+            The test points.
+        M : (d, d) ndarray
+            The metric.
+        k : int, optional
+            The number of neighbours.
+
+        Returns
+        -------
+        (m,) ndarray
+            The predicted labels.
+        """
 
     def knn_loo_predict(self, M: np.ndarray, k: int | None = None) -> np.ndarray:
-        """Leave-one-out ``k``-NN predictions on the training points under ``M``."""
+        """Leave-one-out ``k``-NN predictions on the training points under ``M``.
+
+        Parameters
+        ----------
+        M : (d, d) ndarray
+            The metric.
+        k : int, optional
+            The number of neighbours.
+
+        Returns
+        -------
+        (n,) ndarray
+            The predicted labels.
+        """
 
 
 #: every protocol of the terms, the problems and the backends (tests/test_architecture.py reads their members)
@@ -538,7 +1151,18 @@ PROBLEM_PROTOCOLS = (Problem, TripletProblem, PairProblem, BudgetProblem, Latent
 
 
 def protocol_members(protocol: type) -> frozenset[str]:
-    """The names a protocol declares (its own and those of the protocols it extends)."""
+    """The names a protocol declares (its own and those of the protocols it extends).
+
+    Parameters
+    ----------
+    protocol : type
+        A :class:`typing.Protocol` class.
+
+    Returns
+    -------
+    frozenset of str
+        The member names.
+    """
     names: set[str] = set()
     for base in protocol.__mro__:
         if base in (Protocol, Generic, object) or not getattr(base, "_is_protocol", False):
@@ -550,7 +1174,20 @@ def protocol_members(protocol: type) -> frozenset[str]:
 
 
 def missing_members(obj: Any, protocol: type) -> list[str]:
-    """The members of ``protocol`` that ``obj`` lacks (sorted; empty when it has them all)."""
+    """The members of ``protocol`` that ``obj`` lacks (sorted; empty when it has them all).
+
+    Parameters
+    ----------
+    obj : object
+        The object to check.
+    protocol : type
+        A :class:`typing.Protocol` class.
+
+    Returns
+    -------
+    list of str
+        The missing member names.
+    """
     return sorted(name for name in protocol_members(protocol) if not hasattr(obj, name))
 
 
@@ -562,4 +1199,15 @@ class Backend(Protocol):
     solve: Callable[..., Any]
 
     def accepts(self, problem: Any) -> tuple[bool, str]:
-        """``(True, "")`` or ``(False, reason)``."""
+        """``(True, "")`` or ``(False, reason)``.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem.
+
+        Returns
+        -------
+        tuple
+            ``(True, "")`` when the backend solves it, else ``(False, reason)``.
+        """

@@ -67,11 +67,12 @@ class Status(enum.Enum):
         return self.code
 
     @property
-    def is_optimal(self):
+    def is_optimal(self) -> bool:
+        """Whether the status is OPTIMAL."""
         return self is Status.OPTIMAL
 
     @property
-    def has_point(self):
+    def has_point(self) -> bool:
         """Whether the solve returned a usable (if possibly inaccurate) point."""
         return self in (Status.OPTIMAL, Status.OPTIMAL_INACCURATE, Status.STATIONARY, Status.ITERATION_LIMIT,
                         Status.TIME_LIMIT, Status.EARLY_STOPPED, Status.HEURISTIC, Status.CLOSED_FORM,
@@ -122,11 +123,23 @@ class Solution:
             self.message = self.status.message
 
     @property
-    def is_optimal(self):
+    def is_optimal(self) -> bool:
+        """Whether the status is OPTIMAL (certified)."""
         return self.status.is_optimal
 
-    def raise_for_status(self):
-        """Raise :class:`~metricopt.errors.SolverError` unless the status is OPTIMAL."""
+    def raise_for_status(self) -> Solution:
+        """Raise :class:`~metricopt.errors.SolverError` unless the status is OPTIMAL.
+
+        Returns
+        -------
+        Solution
+            ``self``, when the status is OPTIMAL.
+
+        Raises
+        ------
+        SolverError
+            When the status is not OPTIMAL.
+        """
         if not self.status.is_optimal:
             raise SolverError(f"solve ended with status '{self.status}': {self.message}")
         return self

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -33,20 +32,28 @@ class AgreementReport:
     checks: list = field(default_factory=list)
 
     @property
-    def passed(self):
+    def passed(self) -> bool:
+        """Whether every applicable check passed."""
         return all(c.passed for c in self.checks if c.applies)
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return self.passed
 
-    def report(self):
+    def report(self) -> str:
+        """A readable multi-line summary.
+
+        Returns
+        -------
+        str
+            The overall verdict, then one line per check (``pass``, ``FAIL`` or ``n/a``).
+        """
         lines = [f"agreement: {'PASSED' if self.passed else 'FAILED'}"]
         for c in self.checks:
             state = ("pass" if c.passed else "FAIL") if c.applies else "n/a "
             lines.append(f"  [{state}] {c.name}: {c.detail}")
         return "\n".join(lines)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.report()
 
 
@@ -82,15 +89,29 @@ def check_agreement(problem: Any, sol_a: Any, sol_b: Any, X_test: Any = None, to
     Parameters
     ----------
     problem : Problem
+        A convex problem (certifiable: :func:`~metricopt.certify.certify` is called on both solutions).
     sol_a, sol_b : Solution or (d, d) array
+        The two solutions (or metrics) to compare.
     X_test : (m, d) array, optional
-    tol : float
-    k : int
-    min_knn_agreement : float in [0, 1]
+        Test points on which the ``k``-NN predictions are compared too.
+    tol : float, default 1e-6
+        The certificates' relative-gap tolerance.
+    k : int, default 3
+        The number of neighbours of the ``k``-NN check.
+    min_knn_agreement : float in [0, 1], default 1.0
+        The smallest fraction of agreeing ``k``-NN predictions.
 
     Returns
     -------
     AgreementReport
+        The checks, whether each applies and passed, and why.
+
+    Raises
+    ------
+    InputError
+        When a solution has no metric, or ``tol``, ``k`` or ``min_knn_agreement`` is invalid.
+    NotConvexError, NotCertifiableError
+        From :func:`~metricopt.certify.certify`, for a problem it cannot certify.
     """
     tol = check_real(tol, "tol", low=0.0)  # checked before the (costly) certificates
     k = check_int(k, "k", low=1)

@@ -16,7 +16,7 @@ class Verdict(str, enum.Enum):
     SUBOPTIMAL = "suboptimal"
     INFEASIBLE = "infeasible"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.value
 
 
@@ -60,33 +60,76 @@ class Certificate:
 
     @classmethod
     def infeasible(cls, tol: float, problem: str, reason: str) -> "Certificate":
-        """The certificate of a candidate outside the feasible set (no bound: gap infinite)."""
+        """The certificate of a candidate outside the feasible set (no bound: gap infinite).
+
+        Parameters
+        ----------
+        tol : float
+            The relative gap tolerance the certificate was asked for.
+        problem : str
+            The problem's method name.
+        reason : str
+            Why the candidate is infeasible (stored in ``details["reason"]``).
+
+        Returns
+        -------
+        Certificate
+            ``upper = inf``, ``lower = -inf``, verdict ``Verdict.INFEASIBLE``.
+        """
         return cls(float("inf"), -float("inf"), Verdict.INFEASIBLE, tol, problem, {"reason": reason})
 
     @classmethod
     def from_bounds(cls, upper: float, lower: float, tol: float, problem: str, details: dict) -> "Certificate":
-        """The certificate of bounds ``lower <= optimum <= upper``: optimal when ``rel_gap <= tol``."""
+        """The certificate of bounds ``lower <= optimum <= upper``: optimal when ``rel_gap <= tol``.
+
+        Parameters
+        ----------
+        upper : float
+            The objective at the feasible candidate (an upper bound on the optimum).
+        lower : float
+            The dual objective at a dual-feasible point (a lower bound on the optimum).
+        tol : float
+            The relative gap under which the verdict is ``Verdict.OPTIMAL``.
+        problem : str
+            The problem's method name.
+        details : dict
+            How the bound was built.
+
+        Returns
+        -------
+        Certificate
+            Verdict ``Verdict.OPTIMAL`` when ``rel_gap <= tol``, else ``Verdict.SUBOPTIMAL``.
+        """
         cert = cls(float(upper), float(lower), Verdict.SUBOPTIMAL, tol, problem, details)
         if cert.rel_gap <= tol:
             cert.verdict = Verdict.OPTIMAL
         return cert
 
     @property
-    def gap(self):
+    def gap(self) -> float:
+        """``upper - lower``."""
         return float(self.upper - self.lower)
 
     @property
-    def rel_gap(self):
+    def rel_gap(self) -> float:
+        """``gap / max(|upper|, 1e-12)`` (``inf`` when ``upper`` is not finite)."""
         if not np.isfinite(self.upper):
             return float("inf")
         return float(self.gap / max(abs(self.upper), 1e-12))
 
     @property
-    def is_optimal(self):
+    def is_optimal(self) -> bool:
+        """Whether the verdict is ``Verdict.OPTIMAL``."""
         return self.verdict is Verdict.OPTIMAL
 
-    def report(self):
-        """A readable multi-line summary."""
+    def report(self) -> str:
+        """A readable multi-line summary.
+
+        Returns
+        -------
+        str
+            The verdict, the bounds, the gap and the details, one per line.
+        """
         lines = [
             f"{self.problem} certificate: {self.verdict.value} (tol {self.tol:.1e})",
             f"  upper bound (objective at M) : {self.upper:.12g}",

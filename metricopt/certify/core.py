@@ -45,11 +45,23 @@ CERTIFIERS: list[Certifier] = []
 
 def register_certifier(name: str, accepts: Callable[[Any, DualSummary], bool], bound: Callable[..., Any],
                        reads: frozenset = PIECE_FIELDS) -> None:
-    """Register a certifier: ``accepts(problem, summary) -> bool`` and ``bound(problem, M, variables,
-    summary, feas_tol, tol)`` (see :class:`Certifier`); ``reads``: the names of the dual-piece fields its bound
-    accounts for. A problem whose terms set any other field (a subclass of
-    :class:`~metricopt.protocols.DualPiece` with a new field) is refused by it, never silently certified
-    without that field. New methods add their bound this way."""
+    """Register a certifier (appended to :data:`CERTIFIERS`, tried in order). New methods add their bound this way.
+
+    Parameters
+    ----------
+    name : str
+        The certifier's name (shown in error messages).
+    accepts : callable
+        ``accepts(problem, summary) -> bool``: whether the bound applies, read from the problem's declarations and
+        its :class:`~metricopt.certify.dual.DualSummary`.
+    bound : callable
+        ``bound(problem, M, variables, summary, feas_tol, tol)``, returning ``(upper, lower, details)`` or a
+        :class:`Certificate` (an infeasible candidate; see :class:`Certifier`).
+    reads : frozenset of str, default PIECE_FIELDS
+        The names of the dual-piece fields its bound accounts for. A problem whose terms set any other field (a
+        subclass of :class:`~metricopt.protocols.DualPiece` with a new field) is refused by it, never silently
+        certified without that field.
+    """
     CERTIFIERS.append(Certifier(name, accepts, bound, frozenset(reads)))
 
 
@@ -82,11 +94,25 @@ def _find_certifier(problem, summary, dual="auto"):
 
 
 def certifiable(problem: Any) -> tuple[bool, str]:
-    """``(True, "")`` when :func:`certify` can bound ``problem`` (a registered certifier reads every term), else
-    ``(False, reason)``. A term without a dual piece that declares ``generic_certificate = False`` (its CVXPY form
-    needs exponential or power cones, e.g. MLCC's log-partition) is not certifiable; any other such term is taken
-    as certifiable here, and :func:`certify` raises :class:`~metricopt.errors.NotCertifiableError` if its
-    compiled program turns out to need such cones after all."""
+    """Whether :func:`certify` can bound ``problem`` (a registered certifier reads every term).
+
+    A term without a dual piece that declares ``generic_certificate = False`` (its CVXPY form needs exponential
+    or power cones, e.g. MLCC's log-partition) is not certifiable; any other such term is taken as certifiable
+    here, and :func:`certify` raises :class:`~metricopt.errors.NotCertifiableError` if its compiled program
+    turns out to need such cones after all. Never raises for an uncertifiable problem: the reason is returned.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem to check.
+
+    Returns
+    -------
+    ok : bool
+        ``True`` when a certificate can be computed.
+    reason : str
+        ``""`` when ``ok``, else why not.
+    """
     if not problem.is_convex:
         return False, "the problem is not convex"
     try:
@@ -150,6 +176,8 @@ def certify(problem: Any, M: Any = None, tol: float = 1e-6, psd_tol: float = 1e-
     Returns
     -------
     Certificate
+        The bounds ``lower <= optimum <= upper`` and the verdict (``Verdict.INFEASIBLE`` for a candidate that is
+        not PSD beyond ``psd_tol``, or not diagonal for a diagonal geometry).
 
     Raises
     ------
@@ -157,6 +185,11 @@ def certify(problem: Any, M: Any = None, tol: float = 1e-6, psd_tol: float = 1e-
         For a non-convex problem (a factor geometry or a non-convex term).
     NotCertifiableError
         When a term has no dual piece, or no certifier accepts the problem.
+    UnknownOptionError
+        For a keyword that is not one of the problem's extra variables, or an unknown ``dual``.
+    InputError
+        For something other than a problem, or an invalid ``M``, ``L``, tolerance or extra variable (wrong
+        shape, NaN or infinite entries, both ``M`` and ``L``, a solution without a metric).
     """
     check_problem(problem, "certify")
     if not problem.is_convex:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field
 from dataclasses import fields as dataclass_fields
+from typing import Any
 
 import numpy as np
 
@@ -40,8 +41,19 @@ class DualSummary:
     #: the terms without a dual piece (a certifier reading ``"generic"`` bounds them from their CVXPY expressions)
     generic: list = field(default_factory=list)
 
-    def loss(self, name):
-        """The single ``(term, piece)`` of loss ``name``, or ``(None, None)``."""
+    def loss(self, name: str) -> tuple[Any, Any]:
+        """The first ``(term, piece)`` of loss ``name``.
+
+        Parameters
+        ----------
+        name : str
+            The loss name a dual piece declares (``DualPiece.loss``, e.g. ``"triplet_hinge"``).
+
+        Returns
+        -------
+        tuple
+            ``(term, piece)``, or ``(None, None)`` when no term has that loss.
+        """
         found = self.losses.get(name, [])
         return found[0] if found else (None, None)
 
@@ -55,11 +67,32 @@ def _is_default(value, f) -> bool:
     return bool(np.all(np.asarray(value) == f.default))
 
 
-def dual_summary(problem) -> DualSummary:
-    """Fold the problem's terms' dual pieces into a :class:`DualSummary`; a term without one is listed in
-    ``generic`` (and ``"generic"`` in ``fields``): only a certifier that reads it may certify the problem. A term
-    that is no :class:`~metricopt.protocols.CertifiableTerm` at all (no ``dual_piece``) raises
-    :class:`~metricopt.errors.NotCertifiableError`."""
+def dual_summary(problem: Any) -> DualSummary:
+    r"""Fold the problem's terms' dual pieces into a :class:`DualSummary`.
+
+    The objective is read as :math:`\langle P, M\rangle + \tfrac{\lambda}{2}\|M\|_F^2 + c + \sum` losses,
+    with ``P``, :math:`\lambda` and ``c`` the sums of the pieces' ``linear``, ``strong_convexity`` and
+    ``constant`` fields. A term without a dual piece is listed in ``generic`` (and ``"generic"`` in ``fields``):
+    only a certifier that reads it may certify the problem.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem whose ``terms`` are folded (its ``d`` gives the shape of ``P``).
+
+    Returns
+    -------
+    DualSummary
+        The folded linear part (symmetrized), strong convexity, constant and losses.
+
+    Raises
+    ------
+    NotCertifiableError
+        When a term is no :class:`~metricopt.protocols.CertifiableTerm` at all (no ``dual_piece``).
+    InputError
+        When a term's ``dual_piece`` returns something other than a
+        :class:`~metricopt.protocols.DualPiece` or ``None``.
+    """
     d = problem.d
     out = DualSummary(P=np.zeros((d, d)))
     for term in problem.terms:

@@ -55,8 +55,14 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
+from typing import TYPE_CHECKING, Any
+
 from ..errors import NotCertifiableError
 from .verified import EPS, gamma, min_eig_lower
+
+if TYPE_CHECKING:
+    from .certificate import Certificate
+    from .dual import DualSummary
 
 __all__ = ["inner_lower_bound", "trace_bound", "symmetric_matrix_variable", "GenericBoundError"]
 
@@ -72,9 +78,24 @@ class GenericBoundError(NotCertifiableError):
     pivot row): the message says which."""
 
 
-def symmetric_matrix_variable(d: int):
-    """``(v, M)``: a CVXPY vector ``v`` of the ``d(d+1)/2`` upper-triangle entries (row-major) and the symmetric
-    ``d x d`` expression ``M`` built from it (so that ``M``'s columns in the conic data are exactly ``v``'s)."""
+def symmetric_matrix_variable(d: int) -> tuple[cp.Variable, cp.Expression, tuple[np.ndarray, np.ndarray]]:
+    """A symmetric CVXPY matrix expression whose conic-data columns are exactly its upper triangle.
+
+    Parameters
+    ----------
+    d : int
+        The matrix size.
+
+    Returns
+    -------
+    v : cvxpy.Variable
+        The ``d(d+1)/2`` upper-triangle entries (row-major).
+    M : cvxpy.Expression
+        The symmetric ``d x d`` expression built from ``v`` (so that ``M``'s columns in the conic data are exactly
+        ``v``'s).
+    (iu, ju) : tuple of ndarray
+        The row and column indices of ``v``'s entries (:func:`numpy.triu_indices`).
+    """
     iu, ju = np.triu_indices(d)
     k = np.arange(iu.size)
     off = iu != ju
@@ -87,11 +108,29 @@ def symmetric_matrix_variable(d: int):
 
 def trace_bound(P: np.ndarray, EP: np.ndarray | float, budget: float) -> float:
     r"""A bound :math:`\tau \ge \operatorname{tr} M^\star` for every :math:`M^\star \succeq 0` with
-    :math:`\langle P, M^\star\rangle \le` ``budget``: :math:`\tau = \text{budget} / \ell`, :math:`\ell \le
-    \lambda_{\min}(P)` certified (:func:`.verified.min_eig_lower`), since :math:`\langle P, M\rangle \ge
-    \lambda_{\min}(P)\operatorname{tr} M` on the PSD cone. ``inf`` when :math:`P` is not certifiably positive
-    definite or the budget is not finite. (Used with ``budget`` = the objective at the candidate, rounded up, less
-    the constant: every other term is non-negative, which the caller checks.)"""
+    :math:`\langle P, M^\star\rangle \le` ``budget``.
+
+    .. math:: \tau = \text{budget} / \ell, \qquad \ell \le \lambda_{\min}(P)
+
+    with :math:`\ell` certified (:func:`.verified.min_eig_lower`), since :math:`\langle P, M\rangle \ge
+    \lambda_{\min}(P)\operatorname{tr} M` on the PSD cone. (Used with ``budget`` = the objective at the
+    candidate, rounded up, less the constant: every other term is non-negative, which the caller checks.)
+
+    Parameters
+    ----------
+    P : (d, d) ndarray
+        The linear part (symmetric).
+    EP : (d, d) ndarray or float
+        An elementwise bound on the rounding in ``P``.
+    budget : float
+        The bound on :math:`\langle P, M^\star\rangle`.
+
+    Returns
+    -------
+    float
+        :math:`\tau`, rounded up; ``inf`` when :math:`P` is not certifiably positive definite or the budget is
+        not finite.
+    """
     if not np.isfinite(budget):
         return np.inf
     lo = min_eig_lower(P, EP)
@@ -355,7 +394,7 @@ def _solve_conic(A, b, c, blocks, accuracy):
     return z, str(sol.status)
 
 
-def inner_lower_bound(problem, G: np.ndarray, EG: np.ndarray | float, terms: list, tau: float,
+def inner_lower_bound(problem: Any, G: np.ndarray, EG: np.ndarray | float, terms: list, tau: float,
                       accuracy: float = 1e-9) -> tuple[float, dict]:
     r"""A rigorous lower bound on :math:`h(G) = \min_{M \succeq 0,\ \operatorname{tr} M \le \tau} \langle G, M\rangle
     + \sum_k R_k(M)`, :math:`R_k` the terms' CVXPY expressions (module docstring): ``(bound, details)``.
@@ -365,7 +404,9 @@ def inner_lower_bound(problem, G: np.ndarray, EG: np.ndarray | float, terms: lis
     problem : Problem
         Passed to each term's ``cvxpy(problem, V)``.
     G : (d, d) ndarray
-        The linear part (symmetric); ``EG`` an elementwise bound on its rounding.
+        The linear part (symmetric).
+    EG : (d, d) ndarray or float
+        An elementwise bound on the rounding in ``G``.
     terms : list of Term
         Convex terms written over ``V["M"]`` / ``V["Mvec"]``.
     tau : float
@@ -373,7 +414,19 @@ def inner_lower_bound(problem, G: np.ndarray, EG: np.ndarray | float, terms: lis
     accuracy : float
         Clarabel's tolerances (the bound does not depend on them, only its tightness).
 
-    Returns ``(-inf, details)`` when no bound could be formed (the details say why)."""
+    Returns
+    -------
+    bound : float
+        The lower bound on :math:`h(G)`; ``-inf`` when no bound could be formed.
+    details : dict
+        How it was formed (or why not).
+
+    Raises
+    ------
+    GenericBoundError
+        When the terms' expressions are not DCP-convex, the compiled program has variable bounds or uses a cone
+        the bound does not support (exponential or power cones), or an auxiliary column has no pivot row.
+    """
     t0 = time.perf_counter()
     d = G.shape[0]
     G = 0.5 * (G + G.T)
@@ -537,13 +590,30 @@ def _inner_terms(problem):
     return 0.5 * (P + P.T), const, inner
 
 
-def trace_bound_of(summary, EP, budget, d) -> float:
+def trace_bound_of(summary: DualSummary, EP: np.ndarray | float, budget: float, d: int) -> float:
     r"""A bound on the trace of every :math:`M \succeq 0` with :math:`\langle P, M\rangle + \tfrac{\lambda}{2}
     \|M\|_F^2 \le` ``budget`` (``P``, ``lambda`` of the summary: all linear parts and Frobenius constants): the
     smaller of :func:`trace_bound` and, for :math:`\lambda > 0`, :math:`\sqrt{d}\, r` with :math:`r` the largest
     root of :math:`\tfrac{\lambda}{2} r^2 + \min(\ell, 0)\sqrt{d}\, r = \text{budget}` (:math:`\ell \le
     \lambda_{\min}(P)`; :math:`\operatorname{tr} M \le \sqrt{d}\|M\|_F` and :math:`\langle P, M\rangle \ge \ell
-    \operatorname{tr} M`)."""
+    \operatorname{tr} M`).
+
+    Parameters
+    ----------
+    summary : DualSummary
+        The problem's folded terms (its ``P`` and ``lam``).
+    EP : (d, d) ndarray or float
+        An elementwise bound on the rounding in ``P``.
+    budget : float
+        The bound on the objective's linear and Frobenius parts.
+    d : int
+        The number of features.
+
+    Returns
+    -------
+    float
+        The trace bound (``inf`` when none is known).
+    """
     P = summary.P
     tau = trace_bound(P, EP, budget)
     lam = float(summary.lam)
@@ -609,10 +679,40 @@ def _multipliers(problem, M, P, weight, loss, inner, upper):
     return T, alpha
 
 
-def generic_triplet_bound(problem, M, variables, summary, feas_tol, tol):
+def generic_triplet_bound(problem: Any, M: np.ndarray, variables: dict, summary: DualSummary, feas_tol: float,
+                          tol: float) -> tuple[float, float, dict] | Certificate:
     r"""The certifier for problems over a PSD ``M`` with at most one triplet loss and any convex terms, including
-    terms without a dual piece: ``(upper, lower, details)`` (module docstring). Every number of the bound is
-    recomputed from the chosen multipliers, each rounding on the side that lowers it."""
+    terms without a dual piece (module docstring).
+
+    Every number of the bound is recomputed from the chosen multipliers, each rounding on the side that lowers it.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (accepted by this certifier; see :func:`metricopt.certify.register_certifier`).
+    M : (d, d) ndarray
+        The candidate metric (symmetric, PSD up to rounding: :func:`metricopt.certify` checked it).
+    variables : dict
+        The candidate's extra variables by name (e.g. POLA's ``b``); missing ones are chosen for ``M``.
+    summary : DualSummary
+        The problem's terms folded by :func:`~metricopt.certify.dual.dual_summary`.
+    feas_tol : float
+        Relative tolerance on the problem's own constraints.
+    tol : float
+        The relative gap the caller asks for.
+
+    Returns
+    -------
+    tuple or Certificate
+        ``(upper, lower, details)``: the objective at the candidate, the weak-duality lower bound and how it was
+        built; or an infeasible :class:`~metricopt.certify.Certificate` (the objective at ``M`` is not finite).
+
+    Raises
+    ------
+    GenericBoundError
+        When a term without a dual piece declares ``generic_certificate = False``, or its compiled program needs
+        an unsupported cone.
+    """
     from .lmnn import _formation_errors, _safe_upper
 
     t0 = time.perf_counter()

@@ -27,12 +27,17 @@ best set otherwise. Every number of the bound is recomputed in float64 from that
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import cvxpy as cp
 import numpy as np
 
 from ..linalg import symmetrize
 from ._dual import largest_psd_step, restricted_dual_program
 from .verified import EPS, eig_error, gamma
+
+if TYPE_CHECKING:
+    from .dual import DualSummary
 
 #: sets whose value is within BAND (relative to 1 + |value|) of their point's maximum get free multipliers
 BAND = 1e-3
@@ -51,8 +56,38 @@ def _candidates(problem, M):
     return np.unique(np.concatenate(rows), axis=0)
 
 
-def latent_bound(problem, M, variables, summary, feas_tol, tol):
-    """The certifier of problems whose loss is a latent-set hinge: ``(upper, lower, details)``."""
+def latent_bound(problem: Any, M: np.ndarray, variables: dict, summary: DualSummary, feas_tol: float,
+                 tol: float) -> tuple[float, float, dict]:
+    r"""The certifier of problems whose loss is a latent-set hinge (the convex CCCP step of neighbourhood
+    gerrymandering, Trivedi et al., NIPS 2014; module docstring).
+
+    The weak-duality bound :math:`g(\alpha)` of the module docstring at multipliers chosen from ``M``; every
+    number recomputed in float64, each rounding on the side that lowers the bound.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (accepted by this certifier; see :func:`metricopt.certify.register_certifier`).
+    M : (d, d) ndarray
+        The candidate metric (symmetric, PSD up to rounding: :func:`metricopt.certify` checked it).
+    variables : dict
+        The candidate's extra variables by name (e.g. POLA's ``b``); missing ones are chosen for ``M``.
+    summary : DualSummary
+        The problem's terms folded by :func:`~metricopt.certify.dual.dual_summary`.
+    feas_tol : float
+        Relative tolerance on the problem's own constraints.
+    tol : float
+        The relative gap the caller asks for.
+
+    Returns
+    -------
+    upper : float
+        The objective at the candidate.
+    lower : float
+        The weak-duality lower bound.
+    details : dict
+        How the bound was built.
+    """
     P, lam, const = summary.P, summary.lam, summary.constant
     _, piece = summary.loss("latent_hinge")
     C = piece.weight
@@ -79,7 +114,7 @@ def latent_bound(problem, M, variables, summary, feas_tol, tol):
     fixed = ~free_pt
     alpha[top[fixed]] = C
     Bfix = problem.set_scatter(rows[top[fixed], 0], rows[top[fixed], 1:], np.full(fixed.sum(), C))
-    details = {"latent sets (candidates)": int(len(rows)), "points with free multipliers": int(free_pt.sum())}
+    details: dict[str, Any] = {"latent sets (candidates)": int(len(rows)), "points with free multipliers": int(free_pt.sum())}
     free = np.flatnonzero(near & free_pt[rows[:, 0]])
     if len(free):
         found = _restricted_dual(problem, P, lam, C, rows[free], lam_r[free], Bfix, float(alpha @ lam_r))

@@ -54,9 +54,11 @@ import contextvars
 from collections.abc import Iterator
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import cvxpy as cp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import NotCertifiableError
 from ..linalg import symmetrize
@@ -65,6 +67,9 @@ from ._dual import restricted_dual_program
 from .dual import dual_summary
 from .rank2_dual import solve_rank2_dual
 from .verified import EPS, congruence, eig_error, gamma, min_eig_lower, power_of_two_scaling
+
+if TYPE_CHECKING:
+    from .dual import DualSummary
 
 #: half-width of the band of hinge arguments treated as "at the margin"
 BAND = 1e-3
@@ -120,11 +125,24 @@ def _scatter(problem, T, w):
     return problem.triplet_scatter(T[:, 0], T[:, 1], T[:, 2], w)
 
 
-def largest_dual_scaling(alpha, caps) -> float:
+def largest_dual_scaling(alpha: ArrayLike, caps: ArrayLike) -> float:
     r"""The largest :math:`s` with :math:`s\,\alpha_t \le \text{cap}_t` for every :math:`t` (the dual box of the
     hinge, :math:`\text{cap}_t = \mu w_t`; a scalar cap for unweighted LMNN): :math:`\min_{t: \alpha_t > 0}
     \text{cap}_t / \alpha_t`, lowered by a few ulps so that the products hold after rounding. The binding
-    multiplier is the one with the smallest ratio: a larger :math:`s` would push it out of its box."""
+    multiplier is the one with the smallest ratio: a larger :math:`s` would push it out of its box.
+
+    Parameters
+    ----------
+    alpha : (m,) array_like
+        The multipliers :math:`\alpha_t`.
+    caps : (m,) array_like or float
+        Their upper bounds :math:`\text{cap}_t` (broadcast to ``alpha``'s shape).
+
+    Returns
+    -------
+    float
+        The largest scaling (``inf`` when no multiplier is positive).
+    """
     alpha = np.asarray(alpha, dtype=np.float64)
     caps = np.broadcast_to(np.asarray(caps, dtype=np.float64), alpha.shape)
     pos = alpha > 0
@@ -232,11 +250,40 @@ def _pencil_bound(P, B, alpha_sum, smax, upper, EP=0.0, EB=0.0):
     return best, {"dual form": form}
 
 
-def bound_from_alpha(P, lam, B, alpha_sum, smax, upper, EP=0.0, EB=0.0):
-    """The weak-duality bound for one dual point (see the module docstring): ``B = sum_t alpha_t A_t``,
-    ``alpha_sum = sum_t alpha_t`` and ``smax`` the largest scaling ``s`` with ``s alpha_t <= mu w_t`` for
-    every ``t`` (``mu / max_t alpha_t`` unweighted; used for ``lam = 0`` only); ``EP``, ``EB``: elementwise
-    bounds on the rounding in ``P`` and ``B``. Every rounding lowers the bound (:mod:`.verified`)."""
+def bound_from_alpha(P: np.ndarray, lam: float, B: np.ndarray, alpha_sum: float, smax: float, upper: float,
+                     EP: np.ndarray | float = 0.0, EB: np.ndarray | float = 0.0) -> tuple[float, dict]:
+    r"""The weak-duality bound for one dual point (see the module docstring; Weinberger & Saul, JMLR 2009,
+    Sec. 3.4, Eq. 14, for the LMNN program).
+
+    :math:`\lambda > 0`: :math:`g(\alpha) = \sum_t \alpha_t - \|\Pi_+(B - P)\|_F^2 / (2\lambda)`;
+    :math:`\lambda = 0`: the pencil bound over the scalings :math:`s \le s_{\max}`. Every rounding lowers the
+    bound (:mod:`.verified`).
+
+    Parameters
+    ----------
+    P : (d, d) ndarray
+        The linear part (pull and regularisers).
+    lam : float
+        The Frobenius (strong-convexity) constant :math:`\lambda`.
+    B : (d, d) ndarray
+        :math:`B = \sum_t \alpha_t A_t`.
+    alpha_sum : float
+        :math:`\sum_t \alpha_t`.
+    smax : float
+        The largest scaling ``s`` with ``s alpha_t <= mu w_t`` for every ``t`` (``mu / max_t alpha_t``
+        unweighted; used for ``lam = 0`` only).
+    upper : float
+        The objective at the candidate (the pencil bound's :math:`U`).
+    EP, EB : (d, d) ndarray or float, default 0.0
+        Elementwise bounds on the rounding in ``P`` and ``B``.
+
+    Returns
+    -------
+    lower : float
+        The lower bound (0.0 when ``alpha_sum <= 0``).
+    details : dict
+        The dual form used.
+    """
     if alpha_sum <= 0:
         return 0.0, {}
     if lam > 0:
@@ -253,7 +300,13 @@ _NARROW_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("narrow_only
 
 @contextlib.contextmanager
 def narrow_only() -> Iterator[None]:
-    """Within this block, :func:`triplet_bound` uses the narrow band only (a cheaper, possibly looser, bound)."""
+    """Within this block, :func:`triplet_bound` uses the narrow band only (a cheaper, possibly looser, bound).
+
+    Yields
+    ------
+    None
+        A context manager (``with narrow_only(): ...``).
+    """
     token = _NARROW_ONLY.set(True)
     try:
         yield
@@ -261,7 +314,8 @@ def narrow_only() -> Iterator[None]:
         _NARROW_ONLY.reset(token)
 
 
-def triplet_bound(problem, M, variables, summary, feas_tol, tol):
+def triplet_bound(problem: Any, M: np.ndarray, variables: dict, summary: DualSummary, feas_tol: float,
+                  tol: float) -> tuple[float, float, dict]:
     """The certifier of problems over a PSD ``M`` whose loss is a triplet hinge (LMNN and its
     variants, any linear / Frobenius terms) or another scalar triplet loss (``"triplet_loss"``:
     :func:`loss_lower_bound`): ``(upper, lower, details)``.
@@ -276,7 +330,34 @@ def triplet_bound(problem, M, variables, summary, feas_tol, tol):
     depends on ``tol`` only through "the first bound already suffices", so a smaller ``tol`` never gets a
     looser bound for the same ``M``. Inside :func:`narrow_only` (the JAX backend's certificates before its
     last one: the wide program rarely certifies earlier and its cost spaces the certificates out) only the
-    narrow band is used."""
+    narrow band is used.
+
+    The dual of the LMNN program follows Weinberger & Saul, JMLR 2009, Eq. 14 (module docstring).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (accepted by this certifier; see :func:`metricopt.certify.register_certifier`).
+    M : (d, d) ndarray
+        The candidate metric (symmetric, PSD up to rounding: :func:`metricopt.certify` checked it).
+    variables : dict
+        The candidate's extra variables by name (e.g. POLA's ``b``); missing ones are chosen for ``M``.
+    summary : DualSummary
+        The problem's terms folded by :func:`~metricopt.certify.dual.dual_summary`.
+    feas_tol : float
+        Relative tolerance on the problem's own constraints.
+    tol : float
+        The relative gap the caller asks for.
+
+    Returns
+    -------
+    upper : float
+        The objective at the candidate.
+    lower : float
+        The weak-duality lower bound.
+    details : dict
+        How the bound was built.
+    """
     V = problem.point(M)
     upper = problem._objective(V)
     if summary.losses.get("triplet_loss"):
@@ -328,12 +409,27 @@ def _formation_errors(problem, summary, n_terms):
     return EP, g * 4.0 * rr
 
 
-def alpha0_bound(P, lam, EP=0.0) -> float:
+def alpha0_bound(P: np.ndarray, lam: float, EP: np.ndarray | float = 0.0) -> float:
     r"""The bound at :math:`\alpha = 0`: :math:`\min_{M \succeq 0} \langle P, M\rangle + \tfrac{\lambda}{2}\|M\|_F^2`,
     i.e. :math:`-\|\Pi_+(-P)\|_F^2 / (2\lambda)` for :math:`\lambda > 0` (rounded down, :mod:`.verified`), and 0 for
     :math:`\lambda = 0` (the callers have checked that :math:`P` is PSD). It is the floor every other candidate must
     beat: with an indefinite linear part (a Linear term, a pull towards a prior metric) it is negative, and 0 would
-    overstate the bound."""
+    overstate the bound.
+
+    Parameters
+    ----------
+    P : (d, d) ndarray
+        The linear part.
+    lam : float
+        The Frobenius constant :math:`\lambda`.
+    EP : (d, d) ndarray or float, default 0.0
+        An elementwise bound on the rounding in ``P``.
+
+    Returns
+    -------
+    float
+        The bound, rounded down.
+    """
     if lam <= 0:
         return 0.0
     D = symmetrize(-P)
@@ -342,10 +438,38 @@ def alpha0_bound(P, lam, EP=0.0) -> float:
     return -float(np.sum(np.clip(w, 0, None) ** 2)) / (2 * lam) * (1 + 8 * EPS * len(w))
 
 
-def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE, summary=None, accuracy=None):
-    """Return ``(lower_bound, details)`` for an LMNN-type problem at the point ``V`` (``summary``:
-    the problem's :class:`~metricopt.certify.DualSummary`, computed when not given; ``accuracy``:
-    the absolute accuracy asked of the restricted dual, default ``1e-9 |upper|``)."""
+def lmnn_lower_bound(problem: Any, V: dict, upper: float, band: float = BAND, max_free: int = MAX_FREE,
+                     summary: DualSummary | None = None, accuracy: float | None = None) -> tuple[float, dict]:
+    r"""A weak-duality lower bound for an LMNN-type problem (triplet hinge) at the point ``V``.
+
+    The bound :math:`g(\alpha)` of the module docstring (the dual of Weinberger & Saul, JMLR 2009, Eq. 14), with
+    :math:`\alpha` fixed on clearly satisfied and clearly violated triplets and free within ``band`` of the
+    margin (a restricted dual program).
+
+    Parameters
+    ----------
+    problem : Problem
+        An LMNN-type problem.
+    V : dict
+        The point (``problem.point(M)``).
+    upper : float
+        The objective at ``V``.
+    band : float, default BAND
+        Half-width of the band of hinge arguments treated as "at the margin".
+    max_free : int, default MAX_FREE
+        The largest number of free multipliers in the restricted dual.
+    summary : DualSummary, optional
+        The problem's :class:`~metricopt.certify.DualSummary`, computed when not given.
+    accuracy : float, optional
+        The absolute accuracy asked of the restricted dual, default ``1e-9 |upper|``.
+
+    Returns
+    -------
+    lower : float
+        The lower bound (``-inf`` when the linear part is indefinite with nothing bounding ``M``).
+    details : dict
+        How the bound was built.
+    """
     if summary is None:
         summary = dual_summary(problem)
     P, lam, const = summary.P, summary.lam, summary.constant
@@ -388,6 +512,7 @@ def lmnn_lower_bound(problem, V, upper, band=BAND, max_free=MAX_FREE, summary=No
     if point is not None:
         candidates.append(point)
 
+    info: dict[str, Any]
     best, info = alpha0_bound(P, lam, EP), {"dual form": "alpha = 0"}
     for tau, an in candidates:
         av = np.full(len(Tv), tau) if wv is None else tau * wv  # alpha on the violated triplets
@@ -518,7 +643,8 @@ def _pencil_bound_conjugate(P, B, phi, smax, upper, EP=0.0, EB=0.0):
     return best, {"dual form": form, "dual scaling": scale}
 
 
-def loss_lower_bound(problem, V, upper, summary=None):
+def loss_lower_bound(problem: Any, V: dict, upper: float,
+                     summary: DualSummary | None = None) -> tuple[float, dict]:
     r"""``(lower_bound, details)`` for an LMNN-type problem whose push term is a scalar triplet loss
     :math:`\mu \sum_t w_t \ell(h_t)` (dual piece ``"triplet_loss"``, the loss object as ``term.loss``; see
     :mod:`metricopt.losses`) at the point ``V``.
@@ -537,7 +663,26 @@ def loss_lower_bound(problem, V, upper, summary=None):
     :math:`\min = -\|\Pi_+(B - P)\|_F^2 / (2\lambda)` as for the hinge; :math:`\lambda = 0`: the pencil bound over
     the scalings :math:`s\alpha` (:func:`_pencil_bound_conjugate`). Every rounding lowers the bound: the sums of
     :math:`\alpha_t` rounded down, the conjugates up (:class:`_DualValue`), the matrices with the error bounds of
-    :func:`_formation_errors` and the eigenvalues of :mod:`.verified`."""
+    :func:`_formation_errors` and the eigenvalues of :mod:`.verified`.
+
+    Parameters
+    ----------
+    problem : Problem
+        An LMNN-type problem whose push term is a scalar triplet loss.
+    V : dict
+        The point (``problem.point(M)``).
+    upper : float
+        The objective at ``V``.
+    summary : DualSummary, optional
+        The problem's folded terms, computed when not given.
+
+    Returns
+    -------
+    lower : float
+        The lower bound.
+    details : dict
+        How the bound was built.
+    """
     if summary is None:
         summary = dual_summary(problem)
     P, lam, const = summary.P, summary.lam, summary.constant

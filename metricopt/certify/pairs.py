@@ -33,6 +33,8 @@ from __future__ import annotations
 import hashlib
 import weakref
 
+from typing import TYPE_CHECKING, Any
+
 import cvxpy as cp
 import numpy as np
 import scipy.linalg
@@ -42,10 +44,37 @@ from ._dual import solve_small
 from .dual import dual_summary
 from .verified import EPS, gamma
 
+if TYPE_CHECKING:
+    from .certificate import Certificate
+    from .dual import DualSummary
 
-def budget_bound(problem, M, variables, summary, feas_tol, tol):
+
+def budget_bound(problem: Any, M: np.ndarray, variables: dict, summary: DualSummary, feas_tol: float,
+                 tol: float) -> tuple[float, float, dict] | Certificate:
     """The certifier of problems over ``{M PSD, <S, M> <= 1}`` whose loss is ``w sum sqrt(d_M)``
-    with ``w <= 0`` (MMC), plus any linear terms and constants: ``(upper, lower, details)``."""
+    with ``w <= 0`` (MMC: Xing et al., NIPS 2002, Section 2), plus any linear terms and constants (module docstring).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (accepted by this certifier; see :func:`metricopt.certify.register_certifier`).
+    M : (d, d) ndarray
+        The candidate metric (symmetric, PSD up to rounding: :func:`metricopt.certify` checked it).
+    variables : dict
+        The candidate's extra variables by name (e.g. POLA's ``b``); missing ones are chosen for ``M``.
+    summary : DualSummary
+        The problem's terms folded by :func:`~metricopt.certify.dual.dual_summary`.
+    feas_tol : float
+        Relative tolerance on the problem's own constraints.
+    tol : float
+        The relative gap the caller asks for.
+
+    Returns
+    -------
+    tuple or Certificate
+        ``(upper, lower, details)`` (:func:`mmc_certify`), or an infeasible
+        :class:`~metricopt.certify.Certificate` when the budget is exceeded beyond ``feas_tol``.
+    """
     res = mmc_certify(problem, M, feas_tol, summary=summary)
     if res is None:
         from .certificate import Certificate
@@ -54,13 +83,36 @@ def budget_bound(problem, M, variables, summary, feas_tol, tol):
     return res
 
 
-def mmc_certify(problem, M, feas_tol, tight=1e-7, max_pairs_sdp=5_000, summary=None):
-    r"""Return ``(upper, lower, details)`` for MMC, or ``None`` when ``M`` is infeasible.
+def mmc_certify(problem: Any, M: np.ndarray, feas_tol: float, tight: float = 1e-7, max_pairs_sdp: int = 5_000,
+                summary: DualSummary | None = None) -> tuple[float, float, dict] | None:
+    r"""The duality bound for MMC (Xing et al., NIPS 2002), or ``None`` when ``M`` is infeasible.
 
     With the loss :math:`w \sum_{l \in D} \sqrt{d_M(l)}` (:math:`w \le 0`), linear terms
     :math:`\langle P, M\rangle` and a constant :math:`c`, the bound of the module docstring becomes
     :math:`c - |w| \sum_l c_l / 2 - \max(0, \lambda_{\max}(|w| G(c) - P, S))`; :class:`_BudgetMax` computes an
-    upper bound of that generalised eigenvalue that accounts for its own rounding."""
+    upper bound of that generalised eigenvalue that accounts for its own rounding.
+
+    Parameters
+    ----------
+    problem : Problem
+        An MMC-type problem (budget geometry, a ``sqrt_distances`` loss).
+    M : (d, d) ndarray
+        The candidate metric.
+    feas_tol : float
+        Relative tolerance on the budget :math:`\langle S, M\rangle \le 1`; a candidate within it is rescaled
+        onto the feasible set.
+    tight : float, default 1e-7
+        Relative tolerance of the bound's own search.
+    max_pairs_sdp : int, default 5000
+        The largest number of pairs for which the tighter conic program is tried.
+    summary : DualSummary, optional
+        The problem's folded terms, computed when not given.
+
+    Returns
+    -------
+    tuple or None
+        ``(upper, lower, details)``, or ``None`` when ``M`` exceeds the budget beyond ``feas_tol``.
+    """
     if summary is None:
         summary = dual_summary(problem)
     term, piece = summary.loss("sqrt_distances")
@@ -69,7 +121,7 @@ def mmc_certify(problem, M, feas_tol, tight=1e-7, max_pairs_sdp=5_000, summary=N
     budget = float(np.sum(S * M))
     if budget > 1.0 + feas_tol:
         return None
-    details = {}
+    details: dict[str, Any] = {}
     if budget > 1.0:
         details["rescaled onto budget by"] = 1.0 / budget
     V = problem.repair({"M": M})
@@ -320,10 +372,33 @@ def _threshold_weight(summary):
     return float(sum(p.weight for _, p in summary.losses.get("threshold_square", [])))
 
 
-def threshold_bound(problem, M, variables, summary, feas_tol, tol):
-    """The certifier of problems over ``{M PSD, b >= 1}`` with pair margins (POLA: soft margins as a
-    ``pair_hinge`` loss, or hard-margin constraints), a Frobenius part, linear terms, constants and a
-    ``threshold_square`` term on ``b``: ``(upper, lower, details)``."""
+def threshold_bound(problem: Any, M: np.ndarray, variables: dict, summary: DualSummary, feas_tol: float,
+                    tol: float) -> tuple[float, float, dict] | Certificate:
+    """The certifier of problems over ``{M PSD, b >= 1}`` with pair margins (POLA: Shalev-Shwartz et al., ICML
+    2004; soft margins as a ``pair_hinge`` loss, or hard-margin constraints), a Frobenius part, linear terms,
+    constants and a ``threshold_square`` term on ``b`` (module docstring).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (accepted by this certifier; see :func:`metricopt.certify.register_certifier`).
+    M : (d, d) ndarray
+        The candidate metric (symmetric, PSD up to rounding: :func:`metricopt.certify` checked it).
+    variables : dict
+        The candidate's extra variables by name (e.g. POLA's ``b``); missing ones are chosen for ``M``.
+    summary : DualSummary
+        The problem's terms folded by :func:`~metricopt.certify.dual.dual_summary`.
+    feas_tol : float
+        Relative tolerance on the problem's own constraints.
+    tol : float
+        The relative gap the caller asks for.
+
+    Returns
+    -------
+    tuple or Certificate
+        ``(upper, lower, details)`` (:func:`pola_certify`), or an infeasible
+        :class:`~metricopt.certify.Certificate` when the margins are violated beyond ``feas_tol`` (or ``b < 1``).
+    """
     res = pola_certify(problem, M, variables.get("b"), feas_tol, tol=tol, summary=summary)
     if res is None:
         from .certificate import Certificate
@@ -333,15 +408,44 @@ def threshold_bound(problem, M, variables, summary, feas_tol, tol):
     return res
 
 
-def pola_certify(problem, M, b, feas_tol, band=1e-3, max_free=4000, tol=0.0, summary=None):
-    """Return ``(upper, lower, details)`` for POLA, or ``None`` when ``(M, b)`` is infeasible.
+def pola_certify(problem: Any, M: np.ndarray, b: float | None, feas_tol: float, band: float = 1e-3,
+                 max_free: int = 4000, tol: float = 0.0,
+                 summary: DualSummary | None = None) -> tuple[float, float, dict] | None:
+    r"""The duality bound for POLA's batch problem (Shalev-Shwartz et al., ICML 2004), or ``None`` when
+    ``(M, b)`` is infeasible.
 
-    Soft margin: first the dual function at the cheap points ``alpha_t = C phi_s'(h_t)``
+    The Lagrange dual function :math:`g(\alpha) = \sum_t \alpha_t - \tfrac12 \|\Pi_+(-K)\|_F^2 + h(s)` of the
+    module docstring. Soft margin: first the dual function at the cheap points ``alpha_t = C phi_s'(h_t)``
     (the derivative of the hinge smoothed with width ``s``, a few widths) is tried; the
-    restricted dual program runs only when none of them certifies within ``tol``."""
+    restricted dual program runs only when none of them certifies within ``tol``.
+
+    Parameters
+    ----------
+    problem : Problem
+        A POLA-type problem (threshold geometry, pair margins).
+    M : (d, d) ndarray
+        The candidate metric.
+    b : float or None
+        The candidate threshold (``None``: the best one for ``M``, ``problem.best_extra(M, "b")``).
+    feas_tol : float
+        Relative tolerance on the margins (hard margins) and on ``b >= 1``.
+    band : float, default 1e-3
+        Half-width of the band of pairs treated as "at the margin".
+    max_free : int, default 4000
+        The largest number of free multipliers in the restricted dual program.
+    tol : float, default 0.0
+        The relative gap at which the cheap points suffice.
+    summary : DualSummary, optional
+        The problem's folded terms, computed when not given.
+
+    Returns
+    -------
+    tuple or None
+        ``(upper, lower, details)``, or ``None`` when ``(M, b)`` is infeasible beyond ``feas_tol``.
+    """
     if summary is None:
         summary = dual_summary(problem)
-    details = {}
+    details: dict[str, Any] = {}
     b = problem.best_extra(M, "b") if b is None else float(b)
     pr, y = problem.pairs, problem.pair_labels
     d_all = problem.pair_distances(pr[:, 0], pr[:, 1], M)
@@ -386,7 +490,7 @@ def pola_certify(problem, M, b, feas_tol, band=1e-3, max_free=4000, tol=0.0, sum
         prog = cp.Problem(cp.Maximize(obj), cons)
         if solve_small(prog):
             alpha = np.zeros(len(pr))
-            alpha[cand] = np.clip(a.value, 0, Cbox if Cbox is not None else np.inf)
+            alpha[cand] = np.clip(a.value, 0, Cbox if Cbox is not None else np.inf)  # type: ignore[arg-type]
             best = max(best, _pola_g(problem, alpha, summary))
             details["dual"] = "restricted dual program"
     details.update({"threshold b": b, "pairs in dual support": int(cand.size)})

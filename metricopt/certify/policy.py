@@ -30,11 +30,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 import time
+from typing import Any
 
 from ..errors import NotCertifiableError
 from ..solution import Solution, Status
 from .certificate import Certificate
-from .core import certify
 
 __all__ = ["Outcome", "SolverReport", "NoCertificate", "decide", "decide_status", "settle"]
 
@@ -94,7 +94,20 @@ class SolverReport:
 
     @classmethod
     def inherit(cls, status: Status, reason: str = "") -> "SolverReport":
-        """The report that passes on ``status``, a status this policy decided for a sub-solve."""
+        """The report that passes on ``status``, a status this policy decided for a sub-solve.
+
+        Parameters
+        ----------
+        status : Status
+            The sub-solve's status (already decided by :func:`decide`).
+        reason : str, default ""
+            The reason in words.
+
+        Returns
+        -------
+        SolverReport
+            Kind ``Outcome.INHERITED``, carrying ``status``.
+        """
         return cls(Outcome.INHERITED, reason, status)
 
     @property
@@ -103,7 +116,18 @@ class SolverReport:
         return _claim(self).has_point
 
     def because(self, reason: str) -> "SolverReport":
-        """The same report with another reason."""
+        """The same report with another reason.
+
+        Parameters
+        ----------
+        reason : str
+            The new reason in words.
+
+        Returns
+        -------
+        SolverReport
+            A copy of this report with ``reason`` replaced.
+        """
         return dataclasses.replace(self, reason=reason)
 
 
@@ -138,6 +162,7 @@ def decide(report: SolverReport, certificate: Certificate | NoCertificate | None
     Parameters
     ----------
     report : SolverReport
+        What the solver saw.
     certificate : Certificate, NoCertificate or None
         The point's duality-gap certificate, or why there is none (``None``: ``NoCertificate.NOT_TAKEN``).
     convex : bool
@@ -173,20 +198,55 @@ def decide(report: SolverReport, certificate: Certificate | NoCertificate | None
 
 
 def decide_status(status: Status, certificate: Certificate | None, convex: bool = True) -> tuple[Status, str]:
-    """:func:`decide` for a status already in hand (e.g. a sub-solve's): ``status`` is passed on as
-    ``SolverReport.inherit(status)``, and ``certificate=None`` means the caller took no certificate on purpose
-    (``NoCertificate.DECLINED``: a status without one stands)."""
+    """:func:`decide` for a status already in hand (e.g. a sub-solve's).
+
+    Parameters
+    ----------
+    status : Status
+        The status, passed on as ``SolverReport.inherit(status)``.
+    certificate : Certificate or None
+        The point's certificate; ``None`` means the caller took no certificate on purpose
+        (``NoCertificate.DECLINED``: a status without one stands).
+    convex : bool, default True
+        Whether the problem is convex.
+
+    Returns
+    -------
+    (Status, str)
+        The status and a note for the message (see :func:`decide`).
+    """
     return decide(SolverReport.inherit(status), NoCertificate.DECLINED if certificate is None else certificate, convex)
 
 
-def settle(problem, report: SolverReport, point: dict, tol: float | bool | None, t0: float | None = None,
+def settle(problem: Any, report: SolverReport, point: dict, tol: float | bool | None, t0: float | None = None,
            missing: NoCertificate | None = None) -> Solution:
-    """The Solution of a solver's ``point`` (the :class:`~metricopt.solution.Solution` fields but ``status`` and
-    ``message``: ``M``, ``objective``, ``backend``, ``solver``, ``stats``, ...): certify it at relative-gap
-    tolerance ``tol`` (``None``/``False``: no certificate, ``missing`` says why -- by default the caller declined
-    one; ``True``: 1e-6), attach the certificate and let :func:`decide` set the status from ``report``. A term
-    without a dual piece leaves the point NOT CERTIFIED (``NoCertificate.NOT_TAKEN``). The message is
-    ``"<status message> (<report.reason>; <details>)"``; ``t0`` sets ``stats["time"]``."""
+    """The Solution of a solver's ``point``: certify it, attach the certificate and let :func:`decide` set the
+    status from ``report``.
+
+    A term without a dual piece leaves the point NOT CERTIFIED (``NoCertificate.NOT_TAKEN``).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem solved (its ``is_convex`` decides whether a certificate is taken).
+    report : SolverReport
+        What the solver saw.
+    point : dict
+        The :class:`~metricopt.solution.Solution` fields but ``status`` and ``message``: ``M``, ``objective``,
+        ``backend``, ``solver``, ``stats``, ... (copied, not modified).
+    tol : float, bool or None
+        The certificate's relative-gap tolerance (``None``/``False``: no certificate, ``missing`` says why;
+        ``True``: 1e-6).
+    t0 : float, optional
+        The solve's start (:func:`time.perf_counter`): sets ``stats["time"]``.
+    missing : NoCertificate, optional
+        Why there is no certificate when none is taken (by default: the caller declined one).
+
+    Returns
+    -------
+    Solution
+        With ``status``, ``certificate`` and the message ``"<status message> (<report.reason>; <details>)"``.
+    """
     point = dict(point)
     stats = point.setdefault("stats", {})
     message = report.reason
@@ -196,6 +256,8 @@ def settle(problem, report: SolverReport, point: dict, tol: float | bool | None,
     if tol is not None and tol is not False and problem.is_convex and point.get("M") is not None:
         tol = 1e-6 if tol is True else float(tol)
         try:
+            from .core import certify  # the certifiers (and CVXPY) load on the first certificate
+
             cert = certify(problem, point["M"], tol=tol, **point.get("variables", {}))
         except NotCertifiableError as exc:
             stats["certificate_rel_gap"] = None

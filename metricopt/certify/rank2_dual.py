@@ -36,6 +36,8 @@ from the returned multipliers, so an early or inexact stop loosens the bound and
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import scipy.linalg
 
@@ -56,13 +58,16 @@ def _chol(S):
         return None
 
 
-def solve_rank2_dual(P, U, V, mu, G0=None, c0=0.0, accuracy=None, upper=None):
+def solve_rank2_dual(P: np.ndarray, U: np.ndarray, V: np.ndarray, mu: float, G0: np.ndarray | None = None,
+                     c0: float = 0.0, accuracy: float | None = None,
+                     upper: np.ndarray | None = None) -> tuple[float, np.ndarray] | None:
     r"""A near-optimal point of the restricted dual above, or ``None`` when it has no strictly
     feasible point that this method can start from (``P`` not positive definite).
 
     Parameters
     ----------
     P : (d, d) ndarray, symmetric positive definite
+        The pull matrix.
     U, V : (m, d) ndarrays
         Row ``t`` gives :math:`A_t = u_t u_t^\top - v_t v_t^\top`.
     mu : float > 0
@@ -82,6 +87,11 @@ def solve_rank2_dual(P, U, V, mu, G0=None, c0=0.0, accuracy=None, upper=None):
     (x0, a) or None
         ``x0`` (0.0 without ``G0``) and the ``(m,)`` multipliers, strictly inside their boxes
         ``[0, mu]`` and ``[0, upper]``.
+
+    Raises
+    ------
+    ValueError
+        When ``upper`` does not hold ``m`` positive bounds.
     """
     P = np.asarray(P, dtype=np.float64)
     U = np.asarray(U, dtype=np.float64)
@@ -94,6 +104,7 @@ def solve_rank2_dual(P, U, V, mu, G0=None, c0=0.0, accuracy=None, upper=None):
     c = np.ones(nvar)
     if tied:
         c[0] = float(c0)
+    ub: Any
     if upper is None:  # one bound for all (kept a scalar: the unweighted iterates stay as they were)
         ub = mu
         scale = mu * float(c.sum())

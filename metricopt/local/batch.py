@@ -38,6 +38,7 @@ import functools
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validation import check_int, check_real
 from ..errors import InputError
@@ -67,9 +68,24 @@ class BatchResult:
     stats: dict = field(default_factory=dict)
 
 
-def span_basis(X, r):
+def span_basis(X: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
     """``(mean, Q)``: the centre of ``X`` and an orthonormal ``d x r`` basis of the span of the centred
-    rows (zero columns where the span has fewer than ``r`` dimensions)."""
+    rows (zero columns where the span has fewer than ``r`` dimensions).
+
+    Parameters
+    ----------
+    X : (m, d) ndarray
+        The rows.
+    r : int
+        The number of basis columns.
+
+    Returns
+    -------
+    mean : (d,) ndarray
+        The centre of ``X``.
+    Q : (d, r) ndarray
+        The basis.
+    """
     mu = X.mean(axis=0)
     Xc = X - mu
     U, s, Vt = np.linalg.svd(Xc, full_matrices=False)
@@ -107,8 +123,9 @@ def _unstack(tree, b):
     return jax.tree_util.tree_map(lambda x: np.asarray(x)[b], tree)
 
 
-def solve_lmnn_batch(sets, k=3, mu=0.5, reg=1e-2, base=None, max_iter=2000, chunk=40, tol=1e-3, certify=False,
-                     s_stop=1e-4, min_iter=0, precondition=True):
+def solve_lmnn_batch(sets: list, k: int = 3, mu: float = 0.5, reg: float = 1e-2, base: ArrayLike | None = None,
+                     max_iter: int = 2000, chunk: int = 40, tol: float = 1e-3, certify: bool = False,
+                     s_stop: float = 1e-4, min_iter: int = 0, precondition: bool = True) -> BatchResult:
     r"""Solve one LMNN problem per local set, batched (see the module docstring).
 
     Parameters
@@ -136,10 +153,20 @@ def solve_lmnn_batch(sets, k=3, mu=0.5, reg=1e-2, base=None, max_iter=2000, chun
         Certify every problem (a restricted dual each: costs about as much as the solve).
     s_stop : float
         Smoothing width at which a problem's continuation ends.
+    min_iter : int, default 0
+        Iterations run at least before the continuation may end at ``s_stop``.
+    precondition : bool, default True
+        Solve the local problems in the JAX backend's preconditioned coordinates (``Setup(..., precondition=...)``
+        of :mod:`metricopt.backends.jax.geometry`: the pull matrix whitened).
 
     Returns
     -------
     BatchResult
+
+    Raises
+    ------
+    InputError
+        For an empty list of sets or sets of different shapes (and invalid options).
     """
     import jax
     import jax.numpy as jnp

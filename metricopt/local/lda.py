@@ -24,7 +24,10 @@ weights carried along), as the paper does. ``n_bags=0`` uses the set itself.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 import scipy.linalg
 
 from .._validation import check_int, check_real, check_X, check_y
@@ -44,8 +47,27 @@ def _check_weights(w, n):
     return w
 
 
-def scatters(X, codes, w, n_classes):
-    """``(Sigma_W without lambda, Sigma_B)`` of the weighted set (see the module docstring)."""
+def scatters(X: np.ndarray, codes: np.ndarray, w: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(Sigma_W without lambda, Sigma_B)`` of the weighted set (see the module docstring).
+
+    Parameters
+    ----------
+    X : (n, d) ndarray
+        The points.
+    codes : (n,) ndarray of int
+        Their class codes in ``[0, n_classes)``.
+    w : (n,) ndarray
+        Their non-negative weights.
+    n_classes : int
+        The number of classes.
+
+    Returns
+    -------
+    Sigma_W : (d, d) ndarray
+        The weighted within-class scatter (without the ridge).
+    Sigma_B : (d, d) ndarray
+        The weighted between-class scatter of the classes present.
+    """
     tot = w.sum()
     Wc = np.bincount(codes, weights=w, minlength=n_classes)
     sums = np.zeros((n_classes, X.shape[1]))
@@ -68,8 +90,9 @@ def _check_rank(rank, d):
     return r
 
 
-def regularized_lda(X, y, weights=None, lam=1.0, rank=None, n_bags=10, random_state=0):
-    """The regularised weighted LDA factor ``L`` (``r x d``; ``M = L^T L``), see the module docstring.
+def regularized_lda(X: ArrayLike, y: ArrayLike, weights: ArrayLike | None = None, lam: float = 1.0,
+                    rank: int | None = None, n_bags: int = 10, random_state: Any = 0) -> np.ndarray:
+    r"""The regularised weighted LDA factor ``L`` (``r x d``; ``M = L^T L``), see the module docstring.
 
     Parameters
     ----------
@@ -78,13 +101,23 @@ def regularized_lda(X, y, weights=None, lam=1.0, rank=None, n_bags=10, random_st
     weights : (n,) array, optional
         Non-negative weights (default all 1).
     lam : float, default 1.0
-        The ridge :math:`\\lambda` added to the within-class scatter (the paper's 1).
+        The ridge :math:`\lambda` added to the within-class scatter (the paper's 1).
     rank : int, optional
         Rows of ``L``; default the number of classes with positive weight (capped at ``d``).
     n_bags : int, default 10
-        Bootstrap resamples averaged into :math:`\\Sigma_B` (0: no bagging).
+        Bootstrap resamples averaged into :math:`\Sigma_B` (0: no bagging).
     random_state : int
         Seed of the bootstrap.
+
+    Returns
+    -------
+    L : (r, d) ndarray
+        The factor (``M = L^T L``).
+
+    Raises
+    ------
+    InputError
+        For invalid data, weights, ``lam``, ``n_bags`` or ``rank`` (above ``d``).
     """
     X = check_X(X)
     n, d = X.shape

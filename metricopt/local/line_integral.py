@@ -59,9 +59,10 @@ much as the distance itself). Rank-deficient metrics are fine.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = [
     "GridGeodesic",
@@ -115,7 +116,7 @@ def _scores(points, refs, metrics):
     return np.einsum("snd,snd->ns", Md, diff)
 
 
-def cell_of(points, refs, metrics):
+def cell_of(points: ArrayLike, refs: ArrayLike, metrics: ArrayLike) -> Any:
     r"""Own-metric nearest-neighbour cell of each point (Ramanan & Baker 2011, Eq. 21).
 
     .. math:: c(x) = \operatorname*{argmin}_s (x - r_s)^\top M_s (x - r_s),
@@ -135,6 +136,12 @@ def cell_of(points, refs, metrics):
     ndarray of int, shape (n,) (or a scalar int for a single point)
         Index of the cell of each point. Computed in blocks of points so that the ``(n, R, d)``
         temporaries stay below a few tens of MB.
+
+    Raises
+    ------
+    ValueError
+        When ``refs`` is not ``(R, d)`` with ``R >= 1`` or ``metrics`` not ``(R, d, d)``, or the points do not
+        have ``d`` columns.
     """
     refs, metrics = _field(refs, metrics)
     X = np.asarray(points, dtype=float)
@@ -151,7 +158,8 @@ def cell_of(points, refs, metrics):
 
 
 # ----------------------------------------------------------------------------- coefficients
-def line_coefficients(a, B, refs, metrics):
+def line_coefficients(a: ArrayLike, B: ArrayLike, refs: ArrayLike,
+                      metrics: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""Coefficients of the scores along the segments from one start ``a`` to many ends ``B``.
 
     For each end :math:`b_j` (row of ``B``), with :math:`D_j = b_j - a`,
@@ -177,6 +185,12 @@ def line_coefficients(a, B, refs, metrics):
     A : ndarray, shape (J, R)
     Bc : ndarray, shape (J, R)
     C : ndarray, shape (R,)
+
+    Raises
+    ------
+    ValueError
+        When ``refs`` is not ``(R, d)`` with ``R >= 1`` or ``metrics`` not ``(R, d, d)``, ``a`` is not ``(d,)``
+        or ``B`` not ``(J, d)``.
     """
     refs, metrics = _field(refs, metrics)
     R, d = refs.shape
@@ -324,7 +338,8 @@ def _finish(breaks, cells, A, squared, return_pieces):
 
 
 # ----------------------------------------------------------------------------- distances
-def line_integral_distance(a, b, refs, metrics, squared=False, return_pieces=False):
+def line_integral_distance(a: ArrayLike, b: ArrayLike, refs: ArrayLike, metrics: ArrayLike, squared: bool = False,
+                           return_pieces: bool = False) -> Any:
     r"""Exact line-integral distance through the own-metric NN field (Ramanan & Baker 2011).
 
     .. math::
@@ -351,6 +366,12 @@ def line_integral_distance(a, b, refs, metrics, squared=False, return_pieces=Fal
     Returns
     -------
     float, or ``(float, (breaks, cells))`` with ``return_pieces``.
+
+    Raises
+    ------
+    ValueError
+        When ``refs`` is not ``(R, d)`` with ``R >= 1`` or ``metrics`` not ``(R, d, d)``, or ``a`` or ``b`` is
+        not ``(d,)``.
     """
     refs, metrics = _field(refs, metrics)
     d = refs.shape[1]
@@ -367,7 +388,8 @@ def _from_coefficients(A, B, C, a, b, refs, metrics, squared, return_pieces):
     return _finish(breaks, cells, A, squared, return_pieces)
 
 
-def line_integral_distances(A, B, refs, metrics, squared=False):
+def line_integral_distances(A: ArrayLike, B: ArrayLike, refs: ArrayLike, metrics: ArrayLike,
+                            squared: bool = False) -> np.ndarray:
     r"""Line-integral distances :math:`D_{\rm line}(a_i, b_i)` for many pairs.
 
     Parameters
@@ -383,6 +405,12 @@ def line_integral_distances(A, B, refs, metrics, squared=False):
     Returns
     -------
     ndarray, shape (n,)
+
+    Raises
+    ------
+    ValueError
+        When ``refs`` is not ``(R, d)`` with ``R >= 1`` or ``metrics`` not ``(R, d, d)``, or ``A`` and ``B`` do
+        not match.
     """
     refs, metrics = _field(refs, metrics)
     R, d = refs.shape
@@ -524,7 +552,8 @@ def _edge_weights(starts, D, refs, metrics, node_scores, node_ids):
     return w
 
 
-def grid_geodesic(a, b, refs, metrics, bounds, n=201, connectivity=16):
+def grid_geodesic(a: ArrayLike, b: ArrayLike, refs: ArrayLike, metrics: ArrayLike, bounds: Any, n: int = 201,
+                  connectivity: int = 16) -> GridGeodesic:
     r"""Approximate geodesic distance in a 2-D field by Dijkstra on a grid (upper bound).
 
     The grid has ``n x n`` nodes spanning ``bounds = ((xmin, xmax), (ymin, ymax))`` (spacings
@@ -559,6 +588,11 @@ def grid_geodesic(a, b, refs, metrics, bounds, n=201, connectivity=16):
     GridGeodesic
         ``length`` (the upper bound), ``path`` (vertices, ``a`` first and ``b`` last), ``a_node``,
         ``b_node`` (the snapped nodes) and ``grid_length`` (the node-to-node part).
+
+    Raises
+    ------
+    ValueError
+        For a field that is not 2-D, ``connectivity`` not 8 or 16, ``n < 3`` or bounds that are not increasing.
     """
     import scipy.sparse as sp
     from scipy.sparse.csgraph import dijkstra

@@ -61,7 +61,10 @@ global metric (its status says so).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validation import check_X, check_y
 from ..errors import InputError
@@ -92,12 +95,48 @@ COLUMNS = {("global", "offline"): "Global", ("class", "offline"): "Class", ("exe
            ("test", "interpolated"): "Interp Test", ("exemplar", "line"): "Line"}
 
 
-def column_of(where, when):
-    """The paper's table column of a cell (``"Global"``, ``"Class"``, ``"Train"``, ...)."""
+def column_of(where: str, when: str) -> str:
+    """The paper's table column of a cell (``"Global"``, ``"Class"``, ``"Train"``, ...).
+
+    Parameters
+    ----------
+    where : {"global", "class", "exemplar", "test"}
+        Where metrics live.
+    when : str
+        When they are learned (``"offline"``, ``"online"``, ``"interpolated"``, ``"line"``; the valid
+        combinations are the module docstring's cells).
+
+    Returns
+    -------
+    str
+        The column's name.
+    """
     return COLUMNS[(where, when)]
 
 
-def check_cell(how, where, when):
+def check_cell(how: str, where: str, when: str) -> tuple[str, str, str]:
+    """Check a cell of the taxonomy (the three axes and their combination).
+
+    Parameters
+    ----------
+    how : {"lda", "lmnn", "hybrid"}
+        How a metric is learned.
+    where : {"global", "class", "exemplar", "test"}
+        Where metrics live.
+    when : str
+        When they are learned (``"offline"``, ``"online"``, ``"interpolated"``, ``"line"``; the valid
+        combinations are the module docstring's cells).
+
+    Returns
+    -------
+    (how, where, when) : tuple of str
+        The checked axes.
+
+    Raises
+    ------
+    InputError
+        For an unknown value or a combination that is not a cell.
+    """
     from .._validation import check_choice
 
     how = check_choice(how, "how", HOW)
@@ -188,8 +227,21 @@ class LocalMetrics:
         med = np.median(D)
         return np.exp(-D / med) if med > 0 else np.ones(idx.size)
 
-    def local_metrics(self, centres, weighted=False):
-        """The local metric of each row of ``centres`` (input space), learned on its neighbourhood."""
+    def local_metrics(self, centres: np.ndarray, weighted: bool = False) -> np.ndarray:
+        """The local metric of each row of ``centres`` (input space), learned on its neighbourhood.
+
+        Parameters
+        ----------
+        centres : (m, d) ndarray
+            The centres.
+        weighted : bool, default False
+            Weight the neighbourhood's points by an RBF of their global distance to the centre.
+
+        Returns
+        -------
+        (m, d, d) ndarray
+            One metric per centre (the global one where the neighbourhood has a single class or too few points).
+        """
         G = self.space.L.T @ self.space.L
         out = np.empty((centres.shape[0], self.X.shape[1], self.X.shape[1]))
         lmnn_sets, lmnn_rows = [], []
@@ -276,8 +328,21 @@ class LocalMetrics:
         D = D - D.min(axis=1, keepdims=True)
         return np.exp(-D / (self.sigma * self.mean_sq))
 
-    def field_at(self, P):
-        """The interpolated metric at each row of ``P`` (``(len(P), d, d)``)."""
+    def field_at(self, P: np.ndarray) -> np.ndarray:
+        """The interpolated metric at each row of ``P`` (``(len(P), d, d)``).
+
+        (Ramanan & Baker, IEEE PAMI 2011; the interpolation of the module docstring.)
+
+        Parameters
+        ----------
+        P : (m, d) ndarray
+            The points.
+
+        Returns
+        -------
+        (m, d, d) ndarray
+            The metrics (RBF-weighted average of the reference metrics, or the nearest cell's).
+        """
         from .line_integral import cell_of
 
         refs = self.X[self.references]
@@ -309,8 +374,21 @@ class LocalMetrics:
         self.statuses["reference_cv_global"] = swapped
 
     # ------------------------------------------------------------------ distances
-    def distances(self, Q, cand):
-        """The local distances ``(len(Q), m)`` from each query to its candidate training points ``cand``."""
+    def distances(self, Q: np.ndarray, cand: np.ndarray) -> np.ndarray:
+        """The local distances ``(len(Q), m)`` from each query to its candidate training points ``cand``.
+
+        Parameters
+        ----------
+        Q : (q, d) ndarray
+            The queries.
+        cand : (q, m) ndarray of int
+            The candidate training points of each query.
+
+        Returns
+        -------
+        (q, m) ndarray
+            The squared local distances.
+        """
         X = self.X
         Delta = X[cand] - Q[:, None, :]  # (q, m, d)
         if self.where == "global":
@@ -331,8 +409,19 @@ class LocalMetrics:
         Mq = self.field_at(Q) if self.when == "interpolated" else self.local_metrics(Q)
         return np.einsum("qmd,qde,qme->qm", Delta, Mq, Delta)
 
-    def exemplar_metrics(self, needed):
-        """A lookup ``(n, d, d)``-indexable by training index holding at least the ``needed`` ones."""
+    def exemplar_metrics(self, needed: ArrayLike) -> np.ndarray:
+        """A lookup ``(n, d, d)``-indexable by training index holding at least the ``needed`` ones.
+
+        Parameters
+        ----------
+        needed : array_like of int
+            The training indices needed.
+
+        Returns
+        -------
+        (n, d, d) ndarray
+            The lookup (zeros where not needed, except offline: every exemplar metric).
+        """
         if self.when == "offline":
             return self.metrics
         d = self.X.shape[1]
@@ -350,9 +439,22 @@ class LocalMetrics:
             out[int(i)] = self.cache[int(i)]
         return out
 
-    def predict(self, Q, exclude=None):
+    def predict(self, Q: ArrayLike, exclude: ArrayLike | None = None) -> np.ndarray:
         """Two-stage kNN labels of the rows of ``Q`` (``exclude``: the training index of each query to
-        leave out, for leave-one-out)."""
+        leave out, for leave-one-out).
+
+        Parameters
+        ----------
+        Q : (q, d) array_like
+            The queries.
+        exclude : (q,) array_like of int, optional
+            The training index of each query to leave out.
+
+        Returns
+        -------
+        (q,) ndarray
+            The predicted labels.
+        """
         from ..knn import _k_smallest_stable, _vote
 
         Q = np.ascontiguousarray(Q, dtype=np.float64)
@@ -365,7 +467,8 @@ class LocalMetrics:
         return classes[_vote(codes.reshape(-1)[near], classes.size)]
 
 
-def fit_local_metrics(X, y, how="lmnn", where="exemplar", when="offline", global_L=None, **params):
+def fit_local_metrics(X: ArrayLike, y: ArrayLike, how: str = "lmnn", where: str = "exemplar", when: str = "offline",
+                      global_L: ArrayLike | None = None, **params: Any) -> LocalMetrics:
     """Fit one cell of the taxonomy (see the module docstring); returns :class:`LocalMetrics`.
 
     ``params``: ``k``, ``shortlist``, ``neighborhood_size``, ``n_references``, ``interpolation``,
@@ -375,6 +478,33 @@ def fit_local_metrics(X, y, how="lmnn", where="exemplar", when="offline", global
     (per-class LMNN solves; default ``max_iter``),
     ``random_state`` (:class:`metricopt.LocalMetricKNN` documents them). ``global_L``: a global
     factor to use instead of learning one (e.g. shared by several cells).
+
+    Parameters
+    ----------
+    X : (n, d) array_like
+        The training points.
+    y : (n,) array_like
+        Their labels.
+    how : {"lda", "lmnn", "hybrid"}, default "lmnn"
+        How a metric is learned.
+    where : str, default "exemplar"
+        Where metrics live.
+    when : str, default "offline"
+        When they are learned.
+    global_L : (r, d) array_like, optional
+        A global factor to use instead of learning one.
+    **params
+        The options listed above.
+
+    Returns
+    -------
+    LocalMetrics
+        The fitted cell.
+
+    Raises
+    ------
+    InputError
+        For invalid data, a combination that is not a cell, or an unknown option.
     """
     X = check_X(X)
     y = check_y(y, X.shape[0])
@@ -406,10 +536,31 @@ def fit_local_metrics(X, y, how="lmnn", where="exemplar", when="offline", global
     return model
 
 
-def with_cell(model, where, when):
+def with_cell(model: LocalMetrics, where: str, when: str) -> LocalMetrics:
     """The fitted ``model`` moved to another interpolated cell (``exemplar`` / ``test`` x ``interpolated``, or
     ``exemplar`` x ``line``), reusing its reference points and their metrics (the expensive part); the RBF
-    width is chosen again for the new cell."""
+    width is chosen again for the new cell.
+
+    Parameters
+    ----------
+    model : LocalMetrics
+        A fitted interpolated or line-integral cell.
+    where : {"global", "class", "exemplar", "test"}
+        Where metrics live.
+    when : str
+        When they are learned (``"offline"``, ``"online"``, ``"interpolated"``, ``"line"``; the valid
+        combinations are the module docstring's cells).
+
+    Returns
+    -------
+    LocalMetrics
+        The new cell.
+
+    Raises
+    ------
+    InputError
+        When ``model`` or the target is not an interpolated or line-integral cell.
+    """
     how, where, when = check_cell(model.how, where, when)
     if model.references is None or when not in ("interpolated", "line"):
         raise InputError("with_cell moves a fitted interpolated or line-integral cell to another such cell; got "
@@ -449,9 +600,28 @@ def _choose_sigma(model, rng):
     return best
 
 
-def fit_global(X, y, how, p):
+def fit_global(X: np.ndarray, y: np.ndarray, how: str, p: dict) -> tuple[np.ndarray, Any]:
     """``(L_G, solution)``: the global factor, by regularised LDA on all the training set (``how="lda"``,
-    solution ``None``) or by LMNN (the JAX backend's certified solution)."""
+    solution ``None``) or by LMNN (the JAX backend's certified solution).
+
+    Parameters
+    ----------
+    X : (n, d) ndarray
+        The training points.
+    y : (n,) ndarray
+        Their labels.
+    how : {"lda", "lmnn", "hybrid"}
+        How a metric is learned.
+    p : dict
+        The options (:data:`DEFAULTS` updated).
+
+    Returns
+    -------
+    L_G : (r, d) ndarray
+        The global factor.
+    solution : Solution or None
+        The LMNN solution (``None`` for LDA).
+    """
     if how == "lda":
         return regularized_lda(X, y, lam=p["lda_reg"], n_bags=p["n_bags"], random_state=p["random_state"]), None
     from ..problems import LMNNProblem
