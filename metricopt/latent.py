@@ -149,7 +149,9 @@ def cccp(problem: Any, init: Any = "identity", max_iter: int = 50, tol: float = 
     max_iter : int
         Largest number of convex steps.
     tol : float
-        Stop when a step lowers the objective by at most ``tol`` relative to it.
+        The stationarity threshold of this non-convex problem (:mod:`metricopt.options`): stop when a step
+        lowers the objective by at most ``tol`` relative to it. The last step's relative decrease is reported as
+        ``stats["stationarity"]`` (with ``stats["stationarity_measure"]`` naming it).
     step_tol : float
         Certified relative gap each convex step must reach.
     solver : {"SCS", "CLARABEL"}, optional
@@ -187,6 +189,7 @@ def _cccp(problem, init, max_iter, tol, step_tol, solver, time_limit, verbose, b
     f = problem.objective(M)
     history = [{"step": 0, "objective": f, "time": 0.0}]
     report = SolverReport(Outcome.ITERATION_LIMIT, f"stopped after {max_iter} convex steps")
+    rel_decrease = None
     for it in range(1, max_iter + 1):
         if budget.expired():
             report = SolverReport(Outcome.TIME_LIMIT, f"{limit_text} reached after {it - 1} steps")
@@ -227,17 +230,20 @@ def _cccp(problem, init, max_iter, tol, step_tol, solver, time_limit, verbose, b
         same_sets = np.array_equal(problem.latent(M_new).h_star, step.h_star)
         decrease = f - f_new
         M, f = M_new, f_new
+        rel_decrease = decrease / max(abs(f), 1e-300)
         if same_sets:
             report = SolverReport(Outcome.STATIONARY, f"the correct sets are a fixed point after {it} steps: M "
                                                       f"minimises its own majoriser within the certified gap "
                                                       f"{cert.rel_gap:.1e}")
             break
         if decrease <= tol * max(abs(f), 1e-300):
-            report = SolverReport(Outcome.STATIONARY, f"relative decrease {decrease / max(abs(f), 1e-300):.2e} <= "
+            report = SolverReport(Outcome.STATIONARY, f"relative decrease {rel_decrease:.2e} <= "
                                                       f"tol {tol:.1e} after {it} steps")
             break
     return _finish(problem, M, report, t0, history, "cccp",
-                   {"step_gaps": [h.get("step_rel_gap") for h in history[1:]]})
+                   {"step_gaps": [h.get("step_rel_gap") for h in history[1:]], "stationarity": rel_decrease,
+                    "stationarity_measure": "relative decrease of the objective in the last CCCP step (tol's "
+                                            "measure)"})
 
 
 def _batch_gradient(problem, M, rows):

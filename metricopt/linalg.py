@@ -183,16 +183,16 @@ def min_eig(M: ArrayLike) -> float:
     return float(np.linalg.eigvalsh(symmetrize(M))[0])
 
 
-def psd_defect(M: np.ndarray, tol: float) -> tuple[float, bool]:
+def psd_defect(M: np.ndarray, psd_tol: float) -> tuple[float, bool]:
     """The one PSD test of metricopt: ``(smallest eigenvalue, failed)`` for the symmetric part of
-    ``M``, where ``failed`` means the eigenvalue is below ``-tol * max(1, max |M_ij|)`` (milder
+    ``M``, where ``failed`` means the eigenvalue is below ``-psd_tol * max(1, max |M_ij|)`` (milder
     negative eigenvalues are rounding, clipped by :func:`project_psd` / :func:`factor`).
 
     Parameters
     ----------
     M : (d, d) ndarray
         The matrix.
-    tol : float
+    psd_tol : float
         The relative tolerance.
 
     Returns
@@ -200,10 +200,10 @@ def psd_defect(M: np.ndarray, tol: float) -> tuple[float, bool]:
     lo : float
         The smallest eigenvalue.
     failed : bool
-        Whether it is below ``-tol * max(1, max |M_ij|)``.
+        Whether it is below ``-psd_tol * max(1, max |M_ij|)``.
     """
     lo = min_eig(M)
-    return lo, lo < -tol * max(1.0, float(np.abs(M).max()))
+    return lo, lo < -psd_tol * max(1.0, float(np.abs(M).max()))
 
 
 def pair_scatter(X: ArrayLike, a: ArrayLike, b: ArrayLike, w: ArrayLike | None = None, dense_limit: int = 4_000_000

@@ -403,7 +403,7 @@ class WorkingSetLoss(Protocol):
             The rows (int), one per constraint of the working set.
         """
 
-    def violators(self, problem: Any, V: Mapping[str, Any], ws: np.ndarray, tol: float = 1e-9,
+    def violators(self, problem: Any, V: Mapping[str, Any], ws: np.ndarray, slack: float = 1e-9,
                   max_add: int | None = None) -> tuple[np.ndarray, float]:
         """``(new rows, largest violation)``: rows outside ``ws`` violated at ``V``.
 
@@ -416,7 +416,7 @@ class WorkingSetLoss(Protocol):
             has one.
         ws : ndarray
             The current working set (rows).
-        tol : float
+        slack : float
             Violations up to this are ignored.
         max_add : int or None
             At most this many new rows (the most violated); ``None``: all.
@@ -424,7 +424,7 @@ class WorkingSetLoss(Protocol):
         Returns
         -------
         new : ndarray
-            The violated rows outside ``ws`` (empty when the largest violation is at most ``tol``).
+            The violated rows outside ``ws`` (empty when the largest violation is at most ``slack``).
         worst : float
             The largest violation outside ``ws`` (``-inf`` when none).
         """

@@ -131,6 +131,10 @@ def test_cccp_is_monotone_with_certified_steps_and_reported_stationary():
     assert objs[-1] < 0.8 * objs[0]
     assert sol.stats["step_gaps"] and max(sol.stats["step_gaps"]) <= 1e-7
     assert sol.objective == pytest.approx(p.objective(sol.M), rel=1e-12)
+    # tol's measure, named in the result: the last step's relative decrease (objectives of the last two entries)
+    assert "relative decrease" in sol.stats["stationarity_measure"]
+    if len(objs) >= 2 and objs[-1] != objs[-2]:
+        assert sol.stats["stationarity"] == pytest.approx((objs[-2] - objs[-1]) / abs(objs[-1]), rel=1e-12)
     with pytest.raises(NotConvexError):
         mo.certify(p, sol.M)
     with pytest.raises(InputError):

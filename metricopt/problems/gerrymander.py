@@ -383,10 +383,10 @@ class LatentHinge(Term):
         raise InputError("the latent hinge ranges over every k-subset of the other points (exponentially many): "
                          "solve it with its working set (working_set=True, the default).")
 
-    def violators(self, problem: Any, V: Mapping[str, Any], ws: np.ndarray, tol: float = 1e-9,
+    def violators(self, problem: Any, V: Mapping[str, Any], ws: np.ndarray, slack: float = 1e-9,
                   max_add: int | None = None) -> tuple[np.ndarray, float]:
         """Rows ``(i, h^_i)`` (exact loss-augmented inference at ``V``) whose value exceeds the best row of ``i``
-        in ``ws`` by more than ``tol`` (relative to the point's scale). Returns ``(new_rows, max_violation)``.
+        in ``ws`` by more than ``slack`` (relative to the point's scale). Returns ``(new_rows, max_violation)``.
 
         Parameters
         ----------
@@ -397,7 +397,7 @@ class LatentHinge(Term):
             has one.
         ws : ndarray
             The current working set (rows).
-        tol : float
+        slack : float
             Violations up to this are ignored.
         max_add : int or None
             At most this many new rows (the most violated); ``None``: all.
@@ -405,7 +405,7 @@ class LatentHinge(Term):
         Returns
         -------
         new : ndarray
-            The violated rows outside ``ws`` (empty when the largest violation is at most ``tol``).
+            The violated rows outside ``ws`` (empty when the largest violation is at most ``slack``).
         worst : float
             The largest violation outside ``ws`` (``-inf`` when none).
         """
@@ -417,7 +417,7 @@ class LatentHinge(Term):
         np.maximum.at(best, ws[:, 0], v_ws)
         gap = v_cand - best
         scale = 1.0 + np.abs(v_cand)
-        new = gap > tol * scale
+        new = gap > slack * scale
         worst = float(np.max(gap / scale))
         if max_add is not None and new.sum() > max_add:
             keep = np.argsort(-gap)[:max_add]

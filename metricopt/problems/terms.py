@@ -1189,9 +1189,9 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         w = problem.sample_weight
         return out if w is None else out[w[out[:, 0]] > 0]  # weight-0 anchors count nowhere
 
-    def violators(self, problem: Any, V: Mapping[str, Any], ws: np.ndarray, tol: float = 1e-9,
+    def violators(self, problem: Any, V: Mapping[str, Any], ws: np.ndarray, slack: float = 1e-9,
                   max_add: int | None = None) -> tuple[np.ndarray, float]:
-        """Triplets outside ``ws`` whose hinge argument ``1 + d_ij - d_il`` exceeds ``tol`` at ``V``.
+        """Triplets outside ``ws`` whose hinge argument ``1 + d_ij - d_il`` exceeds ``slack`` at ``V``.
 
         Returns ``(new_triplets, max_violation)``; new triplets are taken with the
         term's margin so that near-active ones enter the working set together, at
@@ -1206,7 +1206,7 @@ class TripletLoss(Term, metaclass=_TripletLossType):
             has one.
         ws : ndarray
             The current working set (rows).
-        tol : float
+        slack : float
             Violations up to this are ignored.
         max_add : int or None
             At most this many new rows (the most violated); ``None``: all.
@@ -1214,7 +1214,7 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         Returns
         -------
         new : ndarray
-            The violated rows outside ``ws`` (empty when the largest violation is at most ``tol``).
+            The violated rows outside ``ws`` (empty when the largest violation is at most ``slack``).
         worst : float
             The largest violation outside ``ws`` (``-inf`` when none).
         """
@@ -1227,7 +1227,7 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         else:
             new = np.ones(cand.shape[0], dtype=bool)
         worst = float(h[new].max()) if np.any(new) else -np.inf
-        if worst <= tol:
+        if worst <= slack:
             return cand[:0], worst
         cand, h = cand[new], h[new]
         if max_add is not None and cand.shape[0] > max_add:
