@@ -79,6 +79,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
+    """The module's names for ``dir(metricopt)``: those bound so far and every public name (``__all__``)."""
     return sorted(set(globals()) | set(__all__))
 
 

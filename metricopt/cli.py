@@ -48,6 +48,13 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for the annotations only: nothing heavy is imported before the arguments are parsed
+    import numpy as np
+
+    from .solution import Solution
 
 DATASETS = ("wine", "iris", "breast_cancer", "digits")
 METHODS = ("lmnn", "mmc", "pola")
@@ -130,9 +137,30 @@ def _exact_entries(est, X, y):
     return rows * width
 
 
-def demo(args):
+def demo(args: argparse.Namespace) -> int:
     """Run the demo: split, standardise, fit (exact or JAX backend, under a time limit), certify, report kNN
-    errors; a line when each phase starts and ends unless ``--quiet``."""
+    errors; a line when each phase starts and ends unless ``--quiet``.
+
+    The problem is LMNN (Weinberger & Saul, JMLR 2009, Sec. 3.4, Eq. 14), MMC or POLA (module docstring).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of the subcommand (:func:`build_parser`).
+
+    Returns
+    -------
+    int
+        The exit status: 0 when the solve returned a metric, else 1.
+
+    Raises
+    ------
+    metricopt.errors.InputError
+        For a bad option value (seed, time limit, a solver of the other backend) or a time limit used up before
+        the solve starts.
+    metricopt.errors.SolverError
+        When the solve returns no metric at all.
+    """
     from ._deadline import Budget
     from ._validation import check_real
     from .errors import InputError, NotCertifiableError, ProblemTooLargeError
@@ -231,16 +259,27 @@ def _number(text):
         return False
 
 
-def read_csv(path):
+def read_csv(path: str | os.PathLike[str]) -> tuple[list[str] | None, list[list[str]]]:
     """Read a numeric CSV file into rows of strings (header row dropped).
 
-    The first row is taken as a header when any of its cells is not a number. Blank lines
-    are skipped. Every remaining row must have the same number of cells.
+    The first row is taken as a header when any of its cells (the last, the label, aside) is not a number.
+    Blank lines are skipped. Every remaining row must have the same number of cells.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A UTF-8 CSV file.
 
     Returns
     -------
     header : list of str or None
     rows : list of list of str
+        The data rows, cells stripped of surrounding blanks.
+
+    Raises
+    ------
+    metricopt.errors.InputError
+        For a file that cannot be read, is not UTF-8 CSV, has no data rows or rows of different widths.
     """
     from .errors import InputError
 
@@ -295,12 +334,28 @@ def _features(rows, path):
         raise
 
 
-def load_csv(path, n_features=None):
+def load_csv(path: str | os.PathLike[str], n_features: int | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """``(X, y)`` from a CSV file whose last column is the label.
 
-    With ``n_features`` (a model's input width), a file of exactly ``n_features`` columns
-    is read as unlabelled (``y = None``) and any other width than ``n_features + 1`` is an
-    error naming both counts.
+    Parameters
+    ----------
+    path : str or path-like
+        The CSV file (:func:`read_csv`).
+    n_features : int, optional
+        A model's input width: a file of exactly ``n_features`` columns is then read as unlabelled
+        (``y = None``) and any other width than ``n_features + 1`` is an error naming both counts.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features), float64
+    y : ndarray of shape (n_samples,) or None
+        The labels, parsed as integers, else floats, else strings; ``None`` for an unlabelled file.
+
+    Raises
+    ------
+    metricopt.errors.InputError
+        For an unreadable file, a cell of ``X`` that is not a number, invalid labels or the wrong number of
+        columns.
     """
     from .errors import InputError
 
@@ -329,8 +384,37 @@ def _is_file_arg(data):
 _FILE_SETS = ("balance-scale", "letter-recognition", "orl", "olivetti", "yale-b", "usps", "mnist-5k")
 
 
-def load_data(data, data_dir=None, n_features=None):
-    """``(X, y, name)`` for a data set name (:func:`metricopt.datasets.load`) or a CSV path."""
+def load_data(data: str, data_dir: str | os.PathLike[str] | None = None,
+              n_features: int | None = None) -> tuple[np.ndarray, np.ndarray | None, str]:
+    """``(X, y, name)`` for a data set name (:func:`metricopt.datasets.load`) or a CSV path.
+
+    Parameters
+    ----------
+    data : str
+        A data set name of :mod:`metricopt.datasets`, or a CSV path (a name ending in ``.csv``, holding a path
+        separator, or an existing file).
+    data_dir : str or path-like, optional
+        The data folder of the file sets; default :func:`metricopt.datasets.find_data_home` for those.
+    n_features : int, optional
+        A model's input width (CSV files: see :func:`load_csv`).
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features)
+    y : ndarray of shape (n_samples,) or None
+        ``None`` for an unlabelled CSV file.
+    name : str
+        The data set's canonical name, or the path as given.
+
+    Raises
+    ------
+    metricopt.errors.UnknownOptionError
+        For an unknown data set name.
+    metricopt.datasets.DatasetError
+        For a file set missing from the data folder.
+    metricopt.errors.InputError
+        For an unreadable or malformed CSV file.
+    """
     from . import datasets
     from .errors import UnknownOptionError
 
@@ -446,9 +530,28 @@ def _top2(Z):
     return P
 
 
-def save_plot(path, X_test, y_test, L, solution, title):
+def save_plot(path: str | os.PathLike[str], X_test: np.ndarray, y_test: np.ndarray, L: np.ndarray, solution: Solution,
+              title: str) -> None:
     """Write a figure: the test data projected on its two leading principal directions
-    before and after the learned map ``L``, plus the objective/gap history of a JAX solve."""
+    before and after the learned map ``L``, plus the objective/gap history of a JAX solve.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The image file (its extension picks the format: ``.png`` by default, ``.pdf``, ``.svg``, ...), written
+        atomically.
+    X_test : ndarray of shape (n_samples, n_features)
+        The (preprocessed) test inputs.
+    y_test : ndarray of shape (n_samples,)
+        Their labels (the colours).
+    L : ndarray of shape (r, n_features)
+        The learned map.
+    solution : Solution
+        The fit's solution; a third panel shows ``stats["history"]`` (objective and certified relative gap)
+        when it has one.
+    title : str
+        The figure's title.
+    """
     import numpy as np
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -532,8 +635,27 @@ def _make_estimator(args):
     return POLA(C=args.C, **common)
 
 
-def fit(args):
-    """``metricopt fit``: split, preprocess, fit with progress, certify, report, save."""
+def fit(args: argparse.Namespace) -> int:
+    """``metricopt fit``: split, preprocess, fit with progress, certify, report, save.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of the subcommand (:func:`build_parser`).
+
+    Returns
+    -------
+    int
+        The exit status.
+
+    Raises
+    ------
+    metricopt.errors.InputError
+        For an option that does not go with ``--method``, a bad option value, unreadable data or an unwritable
+        output file.
+    metricopt.errors.SolverError
+        When the solve returns no metric.
+    """
     from . import certify, knn_error
     from ._deadline import Budget
     from ._validation import check_int, check_real
@@ -672,8 +794,27 @@ def _as_label_dtype(y, pred, name):
                          f"(classes {np.unique(pred)[:5].tolist()}...); check the label column.") from None
 
 
-def predict(args):
-    """``metricopt predict``: classify data with a saved model; report the error if labelled."""
+def predict(args: argparse.Namespace) -> int:
+    """``metricopt predict``: classify data with a saved model; report the error if labelled.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of the subcommand (:func:`build_parser`).
+
+    Returns
+    -------
+    int
+        The exit status (0).
+
+    Raises
+    ------
+    metricopt.io.ModelFileError
+        For a file that is not a valid model file (:func:`metricopt.io.load_model`).
+    metricopt.errors.InputError
+        For a model file that holds no estimator, data of another width than the model's, a ``--split`` of
+        another data set, or labels of another type than the model's.
+    """
     import numpy as np
 
     from .errors import InputError
@@ -733,8 +874,24 @@ def _fmt(v):
     return f"{v:.10g}" if isinstance(v, float) else str(v)
 
 
-def info(args):
-    """``metricopt info``: print a model file's metadata."""
+def info(args: argparse.Namespace) -> int:
+    """``metricopt info``: print a model file's metadata (``--json``: the raw JSON).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of the subcommand (:func:`build_parser`).
+
+    Returns
+    -------
+    int
+        The exit status (0).
+
+    Raises
+    ------
+    metricopt.io.ModelFileError
+        For a file that is not a valid model file (:func:`metricopt.io.read_model_file`).
+    """
     import json
 
     from .io import read_model_file
@@ -789,7 +946,14 @@ def info(args):
 # --------------------------------------------------------------------------- parser
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
+    """The ``metricopt`` argument parser: the subcommands ``demo``, ``fit``, ``predict`` and ``info``, each
+    with its options and its command function as ``func``.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+    """
     from ._version import __version__
     from .options import CLI_OPTIONS
     from .options import option as solve_option
@@ -894,8 +1058,20 @@ def build_parser():
     return p
 
 
-def main(argv=None):
-    """Entry point of the ``metricopt`` command; returns the exit status."""
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``metricopt`` command; returns the exit status.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        0 on success (or when the output pipe was closed), 1 when a solve returned no metric, 2 for an error of
+        the user's making (a one-line message on stderr), 130 when interrupted.
+    """
     from .errors import MetricoptError, SolverError
 
     args = build_parser().parse_args(argv)

@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._deadline import Budget
 from ._validation import check_classes, check_int, check_real, check_X, check_y
@@ -78,29 +80,46 @@ class MultiPassResult:
     time_limited: bool = False
 
     @property
-    def M(self):
+    def M(self) -> np.ndarray:
         """The learned metric ``L^T L`` on the input features."""
         return self.L.T @ self.L
 
     @property
-    def passes(self):
+    def passes(self) -> int:
+        """The number of passes made (fewer than asked for when ``time_limit`` cut the run short)."""
         return len(self.solutions)
 
     @property
-    def target_neighbors(self):
+    def target_neighbors(self) -> np.ndarray:
         """Target neighbours of the last pass (picked under the metric of the previous passes)."""
         return self.problems[-1].target_neighbors
 
-    def transform(self, X):
-        """``X @ L.T``: Euclidean distances there are ``d_M``."""
+    def transform(self, X: ArrayLike) -> np.ndarray:
+        """``X @ L.T``: Euclidean distances there are ``d_M``.
+
+        Parameters
+        ----------
+        X : (n, d) array_like
+            Inputs with the ``d`` features the passes were learned on.
+
+        Returns
+        -------
+        ndarray of shape (n, r)
+            ``X L^T`` with the composed map ``L`` (``r x d``).
+
+        Raises
+        ------
+        InputError
+            For NaN or infinite values, a 1-D or empty ``X``, or another number of features.
+        """
         X = check_X(X)
         if X.shape[1] != self.L.shape[1]:
             raise InputError(f"X has {X.shape[1]} features; the multi-pass metric was learned on {self.L.shape[1]}.")
         return X @ self.L.T
 
 
-def multipass_lmnn(X, y, passes=2, k=3, mu=0.5, regularizer=None, backend="cvxpy", rank_tol=RANK_TOL,
-                   **options):
+def multipass_lmnn(X: ArrayLike, y: ArrayLike, passes: int = 2, k: int = 3, mu: float = 0.5, regularizer: Any = None,
+                   backend: str = "cvxpy", rank_tol: float = RANK_TOL, **options: Any) -> MultiPassResult:
     r"""Multi-pass LMNN (Weinberger & Saul, JMLR 2009, Section 5.1): see the module docstring.
 
     Parameters
@@ -182,7 +201,8 @@ def _passes(X, y, passes, k, mu, regularizer, backend, rank_tol, options, budget
     return result
 
 
-def fit_multipass(estimator, X, y, passes, options=None):
+def fit_multipass(estimator: Any, X: ArrayLike, y: ArrayLike, passes: int, options: dict[str, Any] | None = None
+                  ) -> Any:
     """Fit an :class:`~metricopt.LMNN` estimator by multi-pass LMNN (for a ``passes=`` option).
 
     Runs :func:`multipass_lmnn` with the estimator's ``k``, ``mu``, ``regularizer``,
@@ -201,13 +221,32 @@ def fit_multipass(estimator, X, y, passes, options=None):
       :class:`MultiPassResult`).
 
     Usage inside ``LMNN.fit``: ``if self.passes > 1: return fit_multipass(self, X, y, self.passes)``
-    (after ``validate_data``). ``options``: the solve options (default the estimator's own); a
-    ``time_limit`` there bounds the passes and the closing certificate together, and a run it cut short
-    has status ``time_limit`` (``optimal`` where the certificate proves it) instead of ``heuristic``.
+    (after ``validate_data``).
+
+    Parameters
+    ----------
+    estimator : LMNN
+        The estimator to fit (its ``k``, ``mu``, ``regularizer``, ``backend`` and ``_solve_options()`` are read).
+    X : (n, d) array_like
+    y : (n,) array_like
+    passes : int >= 1
+        Number of LMNN solves (:func:`multipass_lmnn`).
+    options : dict, optional
+        The solve options (default the estimator's own); a ``time_limit`` there bounds the passes and the
+        closing certificate together, and a run it cut short has status ``time_limit`` (``optimal`` where the
+        certificate proves it) instead of ``heuristic``.
 
     Returns
     -------
     estimator
+        The same estimator, fitted.
+
+    Raises
+    ------
+    InputError
+        Bad data or parameters.
+    SolverError
+        A pass returned no metric, or learned the zero metric.
     """
     from .certify import policy
     from .certify.policy import Outcome, SolverReport

@@ -67,6 +67,7 @@ class SolveOption:
 
     @property
     def flag(self) -> str:
+        """The command line's flag: ``--`` and the name with ``-`` for ``_`` (``--solver-tol``)."""
         return "--" + self.name.replace("_", "-")
 
 
@@ -103,18 +104,65 @@ CLI_OPTIONS = ("tol", "solver_tol", "max_iter", "time_limit")
 
 
 def option(name: str) -> SolveOption:
-    """The table's entry ``name``."""
+    """The table's entry ``name``.
+
+    Parameters
+    ----------
+    name : str
+        An option of :data:`SOLVE_OPTIONS` (``"tol"``, ``"solver_tol"``, ``"max_iter"``, ``"time_limit"``,
+        ``"verbose"``, ``"solver"``).
+
+    Returns
+    -------
+    SolveOption
+
+    Raises
+    ------
+    KeyError
+        For a name not in the table.
+    """
     return _BY_NAME[name]
 
 
 def default(name: str, backend: str) -> Any:
-    """The default of option ``name`` on ``backend``."""
+    """The default of option ``name`` on ``backend``.
+
+    Parameters
+    ----------
+    name : str
+        An option of :data:`SOLVE_OPTIONS`.
+    backend : {"cvxpy", "jax"}
+        A backend that uses the option.
+
+    Returns
+    -------
+    object
+        The default (``None``: none, or the backend's per-solver default).
+
+    Raises
+    ------
+    KeyError
+        For a name not in the table, or a backend that does not use the option.
+    """
     return _BY_NAME[name].defaults[backend]
 
 
 def refuse_unused(options: dict, backend: str) -> None:
     """Raise :class:`~metricopt.errors.UnknownOptionError` for a shared option ``backend`` does not use (e.g.
-    ``solver_tol`` on the JAX backend), saying which backend uses it."""
+    ``solver_tol`` on the JAX backend), saying which backend uses it.
+
+    Parameters
+    ----------
+    options : dict
+        The options given, by name (names outside the table are left to the backend's own check).
+    backend : str
+        The backend they are given to.
+
+    Raises
+    ------
+    metricopt.errors.UnknownOptionError
+        For the first shared option in ``options`` that ``backend`` does not use.
+    """
     for name in options:
         entry = _BY_NAME.get(name)
         if entry is not None and backend not in entry.defaults:

@@ -46,6 +46,12 @@ def solve(problem: Any, backend: str = "cvxpy", **options: Any) -> Solution:
         The backend's options; an unknown name raises
         :class:`~metricopt.errors.UnknownOptionError` listing the accepted ones.
 
+    Returns
+    -------
+    Solution
+        The metric (``M``, and ``L`` where the backend has a factor), its objective, status, certificate
+        (convex problems) and solver statistics.
+
     Raises
     ------
     InputError

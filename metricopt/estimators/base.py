@@ -62,6 +62,16 @@ def solve_options(estimator: Any) -> dict[str, Any]:
 
     Only the options that are set are passed: ``None`` leaves the backend's own default (the table's), so
     that an estimator and ``metricopt.solve`` with the same backend run with the same defaults.
+
+    Parameters
+    ----------
+    estimator : MetricLearner
+        An estimator with a ``verbose`` attribute; each option of ``ESTIMATOR_OPTIONS`` it has is read.
+
+    Returns
+    -------
+    dict of str to object
+        ``{"verbose": bool(estimator.verbose)}`` and every other of those options whose value is not ``None``.
     """
     opts: dict[str, Any] = {"verbose": bool(estimator.verbose)}
     for name in ESTIMATOR_OPTIONS:
@@ -144,7 +154,23 @@ class ModelState:
     certificate: Any = None
 
     def array(self, name: str) -> np.ndarray:
-        """The stored array ``name``; :class:`ModelStateError` when the file lacks it."""
+        """The stored array ``name``.
+
+        Parameters
+        ----------
+        name : str
+            The array's key in ``arrays`` (e.g. ``"X_train"``, ``"components"``).
+
+        Returns
+        -------
+        ndarray
+            ``arrays[name]`` (not copied).
+
+        Raises
+        ------
+        ModelStateError
+            When the file lacks it.
+        """
         if name not in self.arrays:
             raise ModelStateError(f"array(s) {name} missing; the file was not written by metricopt.io.save_model or "
                                   "was edited. Fit and save the model again.")
@@ -200,6 +226,13 @@ def check_fitted_input(estimator: Any, X: ArrayLike) -> np.ndarray:
     (:func:`~metricopt._validation.check_X`: 2-D, non-empty, finite, real), the number of features seen
     at fit, then scikit-learn's feature-name checks; call it after ``check_is_fitted``.
 
+    Parameters
+    ----------
+    estimator : estimator
+        The fitted estimator (``n_features_in_``, and ``feature_names_in_`` where it was fitted on a DataFrame).
+    X : array-like of shape (n_samples, n_features)
+        The inputs to predict or transform.
+
     Returns
     -------
     ndarray of float64, shape (n_samples, n_features_in_)
@@ -218,7 +251,23 @@ def check_fitted_input(estimator: Any, X: ArrayLike) -> np.ndarray:
 
 
 def regularizer_config(regularizer: Any) -> list[dict[str, Any]] | None:
-    """The regularizer (a term, a list of terms or None) as JSON: ``[term.config(), ...]``."""
+    """The regularizer (a term, a list of terms or None) as JSON: ``[term.config(), ...]``.
+
+    Parameters
+    ----------
+    regularizer : Term, list of Term or None
+        An estimator's ``regularizer`` parameter.
+
+    Returns
+    -------
+    list of dict or None
+        ``[term.config(), ...]`` (one entry per term); ``None`` for ``None``.
+
+    Raises
+    ------
+    metricopt.errors.InputError
+        For a term without a file form (its ``config()`` is ``None`` or missing).
+    """
     if regularizer is None:
         return None
     out = []
@@ -248,7 +297,27 @@ class ProblemFitMixin:
     _model_solutions: ClassVar[tuple[str, ...]] = ("solution",)
 
     def fit(self: _E, X: ArrayLike, y: ArrayLike) -> _E:
-        """Learn from ``X`` (n, d) and labels ``y`` (n,); returns the fitted estimator."""
+        """Learn the metric from ``X`` and labels ``y`` (:func:`fit_estimator`: see the module docstring).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training inputs (finite, real).
+        y : array-like of shape (n_samples,)
+            Class labels.
+
+        Returns
+        -------
+        self
+            The fitted estimator.
+
+        Raises
+        ------
+        metricopt.errors.InputError
+            For invalid hyperparameters or data (``y=None`` included).
+        metricopt.errors.SolverError
+            When the solve returns no metric.
+        """
         return fit_estimator(self, X, y)
 
     # ---------------------------------------------------------------- fit hooks
@@ -404,11 +473,41 @@ class MetricLearner(ProblemFitMixin, ClassNamePrefixFeaturesOutMixin, Transforme
         return state
 
     def transform(self, X: ArrayLike) -> np.ndarray:
-        """Map ``X`` to the learned space: ``X @ components_.T`` (Euclidean there = ``d_M`` here)."""
+        """Map ``X`` to the learned space: ``X @ components_.T`` (Euclidean there = ``d_M`` here).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs with the features seen at fit.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_components)
+            ``X L^T``, one column per row of ``components_``; squared Euclidean distances there are
+            ``d_M(x, x') = (x - x')^T M (x - x')`` with ``M = L^T L``.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            Before ``fit``.
+        metricopt.errors.InputError
+            For NaN or infinite values, a 1-D or empty ``X``, or another number of features than at fit.
+        """
         check_is_fitted(self, "components_")
         return check_fitted_input(self, X) @ self.components_.T
 
     def get_mahalanobis_matrix(self) -> np.ndarray:
-        """The learned PSD matrix ``M = components_.T @ components_``."""
+        """The learned PSD matrix ``M = components_.T @ components_``.
+
+        Returns
+        -------
+        ndarray of shape (n_features, n_features)
+            The metric ``M`` of ``solution_`` (symmetric positive semidefinite).
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            Before ``fit``.
+        """
         check_is_fitted(self, "components_")
         return self.solution_.M

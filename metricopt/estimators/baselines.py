@@ -52,8 +52,26 @@ class _ClosedFormLearner(MetricLearner):
                        message=f"{status.message} ({self.method}: {stats.get('criterion', '')})")
         return FitResult(self._make_problem(X, y), sol, components=L, certificate=None)
 
-    def fit(self, X: ArrayLike, y: ArrayLike | None = None):
-        """Compute the map from ``X`` (n, d) (and labels ``y`` for the supervised baselines)."""
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> _ClosedFormLearner:
+        """Compute the map from ``X`` (n, d) (and labels ``y`` for the supervised baselines).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training inputs (at least two samples).
+        y : array-like of shape (n_samples,), optional
+            Class labels; required by the supervised baselines (LDA, RCA), ignored by PCA and whitening.
+
+        Returns
+        -------
+        self
+            The fitted estimator (status ``closed_form``, ``certificate_`` None).
+
+        Raises
+        ------
+        metricopt.errors.InputError
+            For invalid hyperparameters or data, or fewer than two samples.
+        """
         if y is None and not self.supervised:
             y = np.zeros(np.shape(X)[0] if np.ndim(X) > 0 else 0, dtype=int)  # labels unused: a placeholder
         return fit_estimator(self, X, y)

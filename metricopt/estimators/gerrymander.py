@@ -128,8 +128,29 @@ class GerrymanderingKNN(MetricLearner):
 
     def predict(self, X: ArrayLike, rule: str = "knn") -> np.ndarray:
         """The paper's kNN rule under the learned metric: the majority of the ``k`` nearest training points,
-        a tie broken by the nearest point of the tied classes (:func:`metricopt.gerrymander.latent_knn_predict`);
-        ``rule`` accepts only ``"knn"`` (the command line's option)."""
+        a tie broken by the nearest point of the tied classes (:func:`metricopt.gerrymander.latent_knn_predict`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs with the features seen at fit.
+        rule : {"knn"}, default "knn"
+            Accepts only ``"knn"`` (the command line's option).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The predicted labels.
+
+        Raises
+        ------
+        metricopt.errors.UnknownOptionError
+            For another ``rule``.
+        sklearn.exceptions.NotFittedError
+            Before ``fit``.
+        metricopt.errors.InputError
+            For NaN or infinite values, a 1-D or empty ``X``, or another number of features than at fit.
+        """
         check_choice(rule, "rule", ("knn",))
         check_is_fitted(self, "components_")
         X = check_fitted_input(self, X)
@@ -137,7 +158,28 @@ class GerrymanderingKNN(MetricLearner):
         return latent_knn_predict(sq_dists(X @ L.T, problem.X @ L.T), problem.y, problem.k, classes=problem.classes)
 
     def score(self, X: ArrayLike, y: ArrayLike) -> float:
-        """Accuracy of :meth:`predict` on ``X`` against ``y``."""
+        """Accuracy of :meth:`predict` on ``X`` against ``y``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs with the features seen at fit.
+        y : array-like of shape (n_samples,)
+            The true labels.
+
+        Returns
+        -------
+        float
+            The fraction of ``X`` whose predicted label equals ``y`` (in [0, 1]).
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            Before ``fit``.
+        metricopt.errors.InputError
+            For NaN or infinite values, a 1-D or empty ``X``, or another number of features than at fit.
+            Also for a ``y`` of another length than ``X``.
+        """
         pred = self.predict(X)
         return float(np.mean(pred == check_y(y, pred.shape[0])))
 

@@ -125,22 +125,90 @@ class KernelLMNN(MetricLearner):
 
     def transform(self, X: ArrayLike) -> np.ndarray:
         """Map ``X`` through its kernel columns: ``z(X) @ components_.T``; Euclidean distances
-        there are the learned :math:`d_A`."""
+        there are the learned :math:`d_A`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs with the features seen at fit.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, r)
+            The kernel-PCA coordinates ``z(x)`` of each row mapped by ``L`` (``B = L^T L``).
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            Before ``fit``.
+        metricopt.errors.InputError
+            For NaN or infinite values, a 1-D or empty ``X``, or another number of features than at fit.
+        """
         check_is_fitted(self, "components_")
         return self.problem_.kernel_features(check_fitted_input(self, X)) @ self.components_.T
 
     def get_kernel_matrix_A(self) -> np.ndarray:
-        """The ``n x n`` matrix ``A`` with ``d(x, x') = (k_x - k_x')^T A (k_x - k_x')``."""
+        """The ``n x n`` matrix ``A`` with ``d(x, x') = (k_x - k_x')^T A (k_x - k_x')``.
+
+        Returns
+        -------
+        ndarray of shape (n_train, n_train)
+            ``A = W B W^T`` (PSD) over the training points' kernel columns.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            Before ``fit``.
+        """
         check_is_fitted(self, "components_")
         return self.problem_.kernel_matrix_A(self.solution_.M)
 
     def predict(self, X: ArrayLike) -> np.ndarray:
-        """kNN (:func:`metricopt.knn_predict`, ``k`` of the fit) in the learned space."""
+        """kNN (:func:`metricopt.knn_predict`, ``k`` of the fit) in the learned space.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs with the features seen at fit.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The predicted labels.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            Before ``fit``.
+        metricopt.errors.InputError
+            For NaN or infinite values, a 1-D or empty ``X``, or another number of features than at fit.
+        """
         Z = self.transform(X)
         return knn_predict(self.embedding_, self.problem_.y, Z, k=self.problem_.k)
 
     def score(self, X: ArrayLike, y: ArrayLike) -> float:
-        """Accuracy of :meth:`predict` on ``X`` against ``y``."""
+        """Accuracy of :meth:`predict` on ``X`` against ``y``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs with the features seen at fit.
+        y : array-like of shape (n_samples,)
+            The true labels.
+
+        Returns
+        -------
+        float
+            The fraction of ``X`` whose predicted label equals ``y`` (in [0, 1]).
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            Before ``fit``.
+        metricopt.errors.InputError
+            For NaN or infinite values, a 1-D or empty ``X``, or another number of features than at fit.
+            Also for a ``y`` of another length than ``X``.
+        """
         pred = self.predict(X)
         y = check_y(y, pred.shape[0])
         return float(np.mean(pred == y))

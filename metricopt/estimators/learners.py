@@ -266,14 +266,51 @@ class LMNN(MetricLearner):
                               train_targets=problem.target_neighbors)
 
     def get_mahalanobis_matrix(self) -> np.ndarray:
-        """The learned PSD matrix ``M = components_.T @ components_`` (multi-pass: the composition)."""
+        """The learned PSD matrix ``M = components_.T @ components_`` (multi-pass: the composition).
+
+        Returns
+        -------
+        ndarray of shape (n_features, n_features)
+            ``solution_.M``; for ``passes > 1`` (or a loaded multi-pass model) ``L^T L`` of the composed map
+            ``L = components_``.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            Before ``fit``.
+        """
         check_is_fitted(self, "components_")
         if getattr(self, "passes_", None) is not None:
             return self.components_.T @ self.components_
         return self.solution_.M
 
     def score(self, X: ArrayLike, y: ArrayLike, rule: str = "knn") -> float:
-        """Accuracy of :meth:`predict` (with the given ``rule``) on ``X`` against the labels ``y``."""
+        """Accuracy of :meth:`predict` (with the given ``rule``) on ``X`` against the labels ``y``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs with the features seen at fit.
+        y : array-like of shape (n_samples,)
+            The true labels.
+        rule : {"knn", "energy"}, default "knn"
+            As for :meth:`predict`.
+
+        Returns
+        -------
+        float
+            The fraction of ``X`` whose predicted label equals ``y`` (in [0, 1]).
+
+        Raises
+        ------
+        metricopt.errors.UnknownOptionError
+            For another ``rule``.
+        sklearn.exceptions.NotFittedError
+            Before ``fit``.
+        metricopt.errors.InputError
+            For NaN or infinite values, a 1-D or empty ``X``, or another number of features than at fit.
+            Also for a ``y`` of another length than ``X``.
+        """
         pred = self.predict(X, rule=rule)
         y = check_y(y, pred.shape[0])
         return float(np.mean(pred == y))

@@ -149,7 +149,29 @@ class LocalMetricKNN(ProblemFitMixin, ClassifierMixin, BaseEstimator):
 
     # ---------------------------------------------------------------- fit
     def fit(self, X: ArrayLike, y: ArrayLike) -> LocalMetricKNN:
-        """Learn the global metric and the cell's local metrics from ``X`` (n, d) and ``y`` (n,)."""
+        """Learn the global metric and the cell's local metrics from ``X`` (n, d) and ``y`` (n,)
+        (:func:`metricopt.local.fit_local_metrics`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training inputs (finite, real).
+        y : array-like of shape (n_samples,)
+            Class labels.
+
+        Returns
+        -------
+        self
+            The fitted estimator.
+
+        Raises
+        ------
+        metricopt.errors.InputError
+            For invalid hyperparameters, a ``(how, where, when)`` that is not a cell of the taxonomy, or invalid
+            data.
+        ValueError
+            For a continuous target (scikit-learn's ``check_classification_targets``).
+        """
         return fit_estimator(self, X, y)
 
     def _check_param_combination(self) -> None:
@@ -194,15 +216,57 @@ class LocalMetricKNN(ProblemFitMixin, ClassifierMixin, BaseEstimator):
 
     # ---------------------------------------------------------------- predict
     def predict(self, X: ArrayLike, rule: str = "knn") -> np.ndarray:
-        """Two-stage kNN labels (shortlist under the global metric, re-ranked by the local distance); ``rule``
-        accepts only ``"knn"`` (the command line's option)."""
+        """Two-stage kNN labels (shortlist under the global metric, re-ranked by the local distance).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs with the features seen at fit.
+        rule : {"knn"}, default "knn"
+            Accepts only ``"knn"`` (the command line's option).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The predicted labels.
+
+        Raises
+        ------
+        metricopt.errors.UnknownOptionError
+            For another ``rule``.
+        sklearn.exceptions.NotFittedError
+            Before ``fit``.
+        metricopt.errors.InputError
+            For NaN or infinite values, a 1-D or empty ``X``, or another number of features than at fit.
+        """
         check_choice(rule, "rule", ("knn",))
         check_is_fitted(self, "local_")
         X = check_fitted_input(self, X)
         return self.local_.predict(X)
 
     def score(self, X: ArrayLike, y: ArrayLike) -> float:
-        """Accuracy of :meth:`predict` on ``X`` against ``y``."""
+        """Accuracy of :meth:`predict` on ``X`` against ``y``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs with the features seen at fit.
+        y : array-like of shape (n_samples,)
+            The true labels.
+
+        Returns
+        -------
+        float
+            The fraction of ``X`` whose predicted label equals ``y`` (in [0, 1]).
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            Before ``fit``.
+        metricopt.errors.InputError
+            For NaN or infinite values, a 1-D or empty ``X``, or another number of features than at fit.
+            Also for a ``y`` of another length than ``X``.
+        """
         pred = self.predict(X)
         return float(np.mean(pred == check_y(y, pred.shape[0])))
 

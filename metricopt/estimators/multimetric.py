@@ -137,7 +137,27 @@ class MultiMetricLMNN(ProblemFitMixin, ClassifierMixin, BaseEstimator):
         return fit
 
     def predict(self, X: ArrayLike) -> np.ndarray:
-        """kNN labels of ``X`` under the cluster-dependent distance (``k`` of the fit)."""
+        r"""kNN labels of ``X`` under the cluster-dependent distance (``k`` of the fit): a test point ``x`` is at
+        :math:`D(x, x_j) = (x - x_j)^\top M^{c(j)} (x - x_j)` from the training point ``x_j`` (JMLR 2009,
+        Sec. 5.2, Eq. 16, with the clusters of the fit in place of the classes).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs with the features seen at fit.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The predicted labels.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            Before ``fit``.
+        metricopt.errors.InputError
+            For NaN or infinite values, a 1-D or empty ``X``, or another number of features than at fit.
+        """
         check_is_fitted(self, "metrics_")
         X = check_fitted_input(self, X)
         return multi_metric_knn_predict(self.problem_.X, self.problem_.y, self.clusters_, self.metrics_, X,

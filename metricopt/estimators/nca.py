@@ -66,7 +66,7 @@ class NCA(MetricLearner):
     n_components : int, optional
         Rows of ``A`` (the output dimension); default the number of features.
     objective : {"f", "g"}, default "f"
-        Expected number of correctly classified points (Eq. 2; scikit-learn's
+        Expected number of correctly classified points (Eq. 3; scikit-learn's
         ``NeighborhoodComponentsAnalysis`` maximises this one) or its log-likelihood form (Eq. 6).
     init : {"auto", "pca", "lda", "identity", "random"} or array, default "pca"
         First start, as scikit-learn's ``init``: the top principal directions (``"pca"``), the

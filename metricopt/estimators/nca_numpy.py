@@ -251,8 +251,31 @@ def _start(problem: NCAProblem, init: Any) -> np.ndarray:
 
 def solve_from_starts(problem: NCAProblem, starts: list, **options: Any) -> tuple[Solution, list]:
     """:func:`metricopt.solving.solve_from_starts` on this solver: every start (``(name, init)``) solved, the
-    lowest objective kept (the first among equals); ``time_limit`` shared out the same way. Returns
-    ``(best, runs)`` with the same per-start records."""
+    lowest objective kept (the first among equals); ``time_limit`` shared out the same way.
+
+    Parameters
+    ----------
+    problem : NCAProblem
+    starts : list of (str, array_like)
+        ``(name, init)`` per start, tried in order; each ``init`` as :func:`solve` takes it.
+    **options
+        :func:`solve`'s keyword options (``tol``, ``max_iter``, ``max_step``, ``memory``, ``check_every``,
+        ``callback``); ``time_limit`` (seconds) bounds all the starts together: each gets an equal share of the
+        seconds left, and starts left when they are spent are not tried.
+
+    Returns
+    -------
+    best : Solution
+        The run of lowest objective (the first among equals).
+    runs : list of dict
+        Per start the same record as :func:`metricopt.solving.solve_from_starts`'s: ``start``, ``objective``,
+        ``iterations``, ``evaluations``, ``stationarity``, ``status``, ``message`` and the ``solution``.
+
+    Raises
+    ------
+    metricopt.errors.InputError
+        For a problem that is not an :class:`~metricopt.NCAProblem`, invalid options or starts.
+    """
     from ..solving import _record
 
     runs: list[dict[str, Any]] = []

@@ -8,8 +8,9 @@ A linear map :math:`A` (``r x d``; ``M = A^T A``) defines stochastic neighbours
     p_{ij} = \frac{\exp(-\lVert A x_i - A x_j\rVert^2)}{\sum_{k \ne i} \exp(-\lVert A x_i - A x_k\rVert^2)},
     \qquad p_{ii} = 0,
 
-and NCA maximises the expected number of points classified correctly by them (Eq. 1-2),
-:math:`f(A) = \sum_i \sum_{j \in C_i} p_{ij}`, or the log-likelihood variant (Eq. 6),
+(Eq. 1), and NCA maximises the expected number of points classified correctly by them (Eq. 3),
+:math:`f(A) = \sum_i \sum_{j \in C_i} p_{ij} = \sum_i p_i` with :math:`p_i` of Eq. 2, or the log-likelihood
+variant (Eq. 6),
 :math:`g(A) = \sum_i \log \sum_{j \in C_i} p_{ij}`, with :math:`C_i = \{j \ne i: y_j = y_i\}`. Both are
 smooth and not convex in :math:`A` (nor in :math:`M`): metricopt minimises :math:`-f` or :math:`-g` over a
 factor geometry (``A`` square, rectangular for dimensionality reduction, or diagonal) and reports a
@@ -38,6 +39,7 @@ weights :math:`W_{ik} = \partial F / \partial l_{ik}` of the objective :math:`F`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -45,7 +47,7 @@ from numpy.typing import ArrayLike
 
 from .._validation import check_choice, check_classes, check_int, check_y
 from ..errors import InputError, NotConvexError
-from ..protocols import Geometry, GeometryKind
+from ..protocols import DualPiece, Geometry, GeometryKind
 from .base import Problem
 from .softmax import jax_blocked_sum, jax_rows, numpy_blocks
 from .terms import Term, register
@@ -128,7 +130,7 @@ class GradientLayout:
 
 def numpy_value_and_gradient(layout: GradientLayout, A: np.ndarray, objective: str,
                              gradient: bool = True) -> tuple[float, np.ndarray | None]:
-    r"""``(F, dF/dA)`` for ``F`` = NCA's ``f`` (Eq. 2) or ``g`` (Eq. 6) at the ``(r, d)`` map ``A``, in float64
+    r"""``(F, dF/dA)`` for ``F`` = NCA's ``f`` (Eq. 3) or ``g`` (Eq. 6) at the ``(r, d)`` map ``A``, in float64
     NumPy, blocked (memory ``O(block * n)``); the matrix form of Eq. 5 / Eq. 7 in the module docstring
     (``gradient=False``: ``(F, None)``, the value alone, a little faster).
 
@@ -140,6 +142,24 @@ def numpy_value_and_gradient(layout: GradientLayout, A: np.ndarray, objective: s
     softmax), so that ``W Z`` and ``W^T [Z, 1]`` cost one product with ``E`` each plus small ones with ``B``.
     ``g``'s ``log p_i`` is taken from the same-class slice's own maximum (no ``log 0`` where every class mate
     is far). A point alone in its class has ``p_i = 0`` (``f``).
+
+    Parameters
+    ----------
+    layout : GradientLayout
+        The problem's centred, class-sorted points and row blocks (the points' order does not change ``F``).
+    A : (r, d) ndarray
+        The map (a diagonal problem's ``diag(a)``).
+    objective : {"f", "g"}
+        The objective ``F`` (maximised by NCA; the caller negates it).
+    gradient : bool, default True
+        Compute the gradient too.
+
+    Returns
+    -------
+    value : float
+        ``F(A)`` (not divided by ``n``, not negated).
+    gradient : (r, d) ndarray or None
+        :math:`\partial F / \partial A`; ``None`` with ``gradient=False``.
     """
     X = layout.X
     Z = X @ A.T
@@ -216,37 +236,81 @@ def _layout(problem: Any) -> GradientLayout:
 @register
 class NeighbourhoodComponents(Term):
     r"""NCA's loss: ``-f(A)`` (``objective="f"``, the expected number of correctly classified points,
-    Goldberger et al. 2004 Eq. 2) or ``-g(A)`` (``"g"``, Eq. 6), at ``M = A^T A``; divided by ``n`` when
+    Goldberger et al. 2004 Eq. 3) or ``-g(A)`` (``"g"``, Eq. 6), at ``M = A^T A``; divided by ``n`` when
     ``normalize`` (the mean, so that tolerances do not depend on the data size). Not convex: it has
     no CVXPY form and no dual piece."""
 
     convex = False
 
-    def __init__(self, objective: str = "f", normalize: bool = False):
+    def __init__(self, objective: str = "f", normalize: bool = False) -> None:
         self.objective = check_choice(objective, "objective", OBJECTIVES)
         self.normalize = bool(normalize)
 
     def _scale(self, n):
         return 1.0 / n if self.normalize else 1.0
 
-    def value(self, problem, V):
+    def value(self, problem: Any, V: Mapping[str, Any]) -> float:
+        """The exact float64 loss ``-f`` or ``-g`` (over all pairs, divided by ``n`` when ``normalize``).
+
+        Parameters
+        ----------
+        problem : NCAProblem
+        V : dict
+            The point: ``V["L"]`` the map ``A`` where given, else a factor of ``V["M"]`` (``L^T L = M``; ``f`` and
+            ``g`` depend on ``A`` through ``M`` only).
+
+        Returns
+        -------
+        float
+            The loss.
+        """
         total, _ = numpy_value_and_gradient(_layout(problem), _factor_of(V), self.objective, gradient=False)
         return -self._scale(problem.n) * total
 
-    def cvxpy(self, problem, V, ws=None):
+    def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
+        """No CVXPY form: NCA's objective is not convex.
+
+        Parameters
+        ----------
+        problem : NCAProblem
+        V : dict
+            The CVXPY variables (unused).
+        ws : None
+            Unused.
+
+        Returns
+        -------
+        tuple
+            Never: it always raises.
+
+        Raises
+        ------
+        metricopt.errors.NotConvexError
+            Always.
+        """
         raise NotConvexError("NCA's softmax objective is not convex: it has no exact conic program. Use "
                              "backend='jax' (it is reported stationary, never optimal).")
 
-    def dual_piece(self, problem):
+    def dual_piece(self, problem: Any) -> DualPiece | None:
+        """``None``: a non-convex term has no place in a duality-gap certificate.
+
+        Parameters
+        ----------
+        problem : NCAProblem
+
+        Returns
+        -------
+        None
+        """
         return None
 
-    def jax_data(self, problem):
+    def jax_data(self, problem: Any) -> dict:
         return {"X": problem.X - problem.X.mean(axis=0), "codes": problem.codes.astype(np.int32),
                 **jax_rows(problem.n), "sign": np.float64(-self._scale(problem.n)),
                 "log": np.float64(self.objective == "g")}
 
     @staticmethod
-    def jax_value(data, V, active=None, smoothing=0.0):
+    def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
         import jax.numpy as jnp
         from jax.scipy.special import logsumexp
 
@@ -263,10 +327,10 @@ class NeighbourhoodComponents(Term):
 
         return data["sign"] * jax_blocked_sum(data, V, per_row)
 
-    def describe(self):
+    def describe(self) -> str:
         return f"NeighbourhoodComponents(objective={self.objective!r})"
 
-    def config(self):
+    def config(self) -> dict | None:
         return {"term": "NeighbourhoodComponents", "objective": self.objective, "normalize": self.normalize}
 
 
@@ -301,7 +365,7 @@ class NCAProblem(Problem):
     n_components : int, optional
         Rows ``r`` of ``A`` (``1 <= r <= d``); default ``d``.
     objective : {"f", "g"}, default "f"
-        ``"f"``: expected number of correct classifications (Eq. 2; scikit-learn maximises this one);
+        ``"f"``: expected number of correct classifications (Eq. 3; scikit-learn maximises this one);
         ``"g"``: log-likelihood of correct classification (Eq. 6).
     diagonal : bool, default False
         Learn a diagonal ``A`` (feature weights; ``n_components`` must then be ``None`` or ``d``).
@@ -315,7 +379,7 @@ class NCAProblem(Problem):
     y: np.ndarray
 
     def __init__(self, X: ArrayLike, y: ArrayLike, n_components: int | None = None, objective: str = "f",
-                 diagonal: bool = False, normalize: bool = False):
+                 diagonal: bool = False, normalize: bool = False) -> None:
         super().__init__(X)
         self.y = check_y(y, self.n)
         classes, counts = check_classes(self.y, method="NCA")
@@ -349,7 +413,18 @@ class NCAProblem(Problem):
         raise InputError("NCAProblem is already over a factor A; set n_components instead.")
 
     def objective_at(self, L: ArrayLike) -> float:
-        """The objective (``-f`` or ``-g``) at the map ``L`` (``r x d``, or a length-``d`` diagonal)."""
+        """The objective (``-f`` or ``-g``, divided by ``n`` when ``normalize``) at the map ``L``.
+
+        Parameters
+        ----------
+        L : (r, d) array_like, or (d,) for a diagonal problem
+            The map ``A`` (a length-``d`` vector: the diagonal of ``A = diag(a)``).
+
+        Returns
+        -------
+        float
+            The value minimised (the negated NCA objective).
+        """
         L = np.asarray(L, dtype=np.float64)
         L = np.diag(L) if L.ndim == 1 else L
         return float(self.terms[0].value(self, {"L": L}))
@@ -384,14 +459,40 @@ class NCAProblem(Problem):
         return scale * total, scale * G
 
     def probabilities(self, L: ArrayLike) -> np.ndarray:
-        """``p_i = sum_{j in C_i} p_ij``, the probability that point ``i`` is classified correctly (Eq. 1)."""
+        """``p_i = sum_{j in C_i} p_ij``, the probability that point ``i`` is classified correctly (Eq. 2, with
+        ``p_ij`` of Eq. 1).
+
+        Parameters
+        ----------
+        L : (r, d) array_like, or (d,) for a diagonal problem
+            The map ``A`` (a length-``d`` vector: the diagonal of ``A = diag(a)``).
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            ``p_i`` per training point, in [0, 1] (0 for a point alone in its class).
+        """
         L = np.asarray(L, dtype=np.float64)
         L = np.diag(L) if L.ndim == 1 else L
         return _numpy_blocks(self.X @ L.T, self.codes, "f")[1]
 
     def effective_neighbours(self, L: ArrayLike) -> float:
         """Mean perplexity ``exp(H(p_i.))`` of the stochastic neighbour distributions: how many neighbours
-        each point effectively votes with under ``L`` (1: nearest neighbour; ``n - 1``: all points alike)."""
+        each point effectively votes with under ``L`` (1: nearest neighbour; ``n - 1``: all points alike).
+
+        Goldberger et al. (2004) note that learning the scale of ``A`` amounts to learning this number of
+        neighbours (the perplexity of the ``p_ij``).
+
+        Parameters
+        ----------
+        L : (r, d) array_like, or (d,) for a diagonal problem
+            The map ``A`` (a length-``d`` vector: the diagonal of ``A = diag(a)``).
+
+        Returns
+        -------
+        float
+            The mean over points of ``exp(-sum_k p_ik log p_ik)``, between 1 and ``n - 1``.
+        """
         L = np.asarray(L, dtype=np.float64)
         L = np.diag(L) if L.ndim == 1 else L
         out = np.empty(self.n)
@@ -405,4 +506,11 @@ class NCAProblem(Problem):
         return float(np.mean(out))
 
     def describe(self) -> dict[str, Any]:
+        """The problem's parameters for reports and model files.
+
+        Returns
+        -------
+        dict
+            ``objective`` (``"f"`` or ``"g"``), ``n_components`` and ``diagonal``.
+        """
         return {"objective": self.objective_name, "n_components": self.n_components, "diagonal": self.diagonal}
