@@ -1,6 +1,6 @@
 """NCA anchors: metricopt's NCA against scikit-learn's and metric-learn's on the same data, start and objective.
 
-Every method is scored on NCA's objective f (Goldberger et al. 2004, Eq. 2: the expected number of
+Every method is scored on NCA's objective f (Goldberger et al. 2004, Eq. 3: the expected number of
 correctly classified training points, which all of them maximise) at the map it returns, computed by
 ``metricopt.NCAProblem(...).objective_at(L)``, and by the 3-NN test error of that map. All start from
 the same initialisation, the top principal directions (scikit-learn's ``init="pca"``; metricopt's
@@ -210,7 +210,7 @@ def reached(row, others):
 lines = ["# NCA: metricopt against scikit-learn and metric-learn", "",
          f"Command: `OPENBLAS_NUM_THREADS=2 python benchmarks/nca_anchors.py` (see its docstring); "
          f"{platform.machine()}, {os.cpu_count()} cores (shared with other work: times vary by tens of per cent "
-         f"from run to run), metricopt {metricopt.__version__}. f: NCA's objective (Eq. 2, expected correct "
+         f"from run to run), metricopt {metricopt.__version__}. f: NCA's objective (Eq. 3, expected correct "
          "classifications, higher is better) at each method's map, from the same PCA start. Each case runs in a "
          "fresh process; cold: a metricopt method's first fit in it (with the JAX loop: tracing and compilation "
          "included; the NumPy path compiles nothing), warm: a second fit; scikit-learn and metric-learn (nothing to "

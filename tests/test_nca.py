@@ -2,7 +2,7 @@
 
 What is pinned down:
 
-* the objectives f (Eq. 2) and g (Eq. 6) equal a loop over points written here from Eq. 1, for a full,
+* the objectives f (Eq. 3) and g (Eq. 6) equal a loop over points written here from Eq. 1, for a full,
   a rectangular and a diagonal A; the blocked softmax equals the unblocked one;
 * the gradient the solvers use (autodiff of the blocked JAX value) equals the paper's closed forms,
   Eq. 5 for f and Eq. 7 for g, and central finite differences;
