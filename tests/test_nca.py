@@ -353,3 +353,19 @@ def test_numpy_path_takes_its_status_from_the_policy(monkeypatch):
     sol = mo.NCA(n_components=2, backend="numpy").fit(X, y).solution_
     assert seen == [(Outcome.STATIONARY, False, Status.STATIONARY)]
     assert sol.status is Status.HEURISTIC and sol.message.startswith(Status.HEURISTIC.message)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+def test_the_time_limit_is_an_estimator_parameter(backend):
+    """``NCA(time_limit=...)`` (the options table's name, as every estimator): a tiny limit ends the fit with status
+    ``time_limit`` and the point reached; none leaves the fit to its tolerance."""
+    from sklearn.datasets import load_wine
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    cut = mo.NCA(n_components=2, backend=backend, time_limit=1e-9).fit(X, y)
+    assert cut.solution_.status is mo.Status.TIME_LIMIT and np.all(np.isfinite(cut.components_))
+    assert cut.get_params()["time_limit"] == 1e-9
+    with pytest.raises(mo.InputError):
+        mo.NCA(time_limit=-1.0).fit(X, y)

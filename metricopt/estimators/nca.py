@@ -13,7 +13,7 @@ from sklearn.exceptions import ConvergenceWarning
 from ..errors import InputError
 from ..problems import NCAProblem
 from ..solution import Solution, Status
-from ._params import Choices, Interval
+from ._params import SOLVE_CONSTRAINTS, Choices, Interval
 from .base import FitResult, MetricLearner
 
 __all__ = ["NCA"]
@@ -116,6 +116,9 @@ class NCA(MetricLearner):
         The NumPy path passes the iterate itself; the JAX loop, which reports the metric, a map with the
         iterate's ``M = A^T A`` (the iterate up to a rotation of its rows), and it re-checks the iterate at
         every iteration then (slower).
+    time_limit : float, optional
+        Wall-clock seconds for the fit, all starts together (:mod:`metricopt.options`); a start cut short
+        reports status ``time_limit`` with the point it reached. Default: none.
 
     Warns
     -----
@@ -149,12 +152,14 @@ class NCA(MetricLearner):
         "warm_start": ["boolean"],
         "callback": [None, callable],
         "backend": [Choices(*NCA_BACKENDS)],
+        "time_limit": SOLVE_CONSTRAINTS["time_limit"],
     }
 
     def __init__(self, n_components: int | None = None, objective: str = "f", init: Any = "pca",
                  diagonal: bool = False, n_restarts: int = 1, solver: str = "lbfgs", tol: float | None = None,
                  max_iter: int | None = None, random_state: int | None = 0, verbose: bool = False,
-                 warm_start: bool = False, callback: Any = None, backend: str = "auto") -> None:
+                 warm_start: bool = False, callback: Any = None, backend: str = "auto",
+                 time_limit: float | None = None) -> None:
         self.n_components = n_components
         self.objective = objective
         self.init = init
@@ -168,6 +173,7 @@ class NCA(MetricLearner):
         self.verbose = verbose
         self.warm_start = warm_start
         self.callback = callback
+        self.time_limit = time_limit
 
     def _make_problem(self, X: np.ndarray, y: np.ndarray) -> NCAProblem:
         r = self.n_components
@@ -263,8 +269,11 @@ class NCA(MetricLearner):
         return "jax" if _jax_on_accelerator() else "numpy"
 
     def _solve_options(self) -> dict[str, Any]:
-        return {"tol": 1e-6 if self.tol is None else float(self.tol),
-                "max_iter": 2000 if self.max_iter is None else int(self.max_iter)}
+        options = {"tol": 1e-6 if self.tol is None else float(self.tol),
+                   "max_iter": 2000 if self.max_iter is None else int(self.max_iter)}
+        if self.time_limit is not None:  # wall-clock seconds for all the starts together (metricopt.options)
+            options["time_limit"] = float(self.time_limit)
+        return options
 
     def _fit_solution(self, X: np.ndarray, y: np.ndarray, options: dict[str, Any]) -> FitResult:
         t0 = time.perf_counter()
