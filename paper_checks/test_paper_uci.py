@@ -50,7 +50,7 @@ from metricopt import datasets
 pytestmark = pytest.mark.slow
 
 EXACT = {"backend": "cvxpy"}
-GAP_TOL = 1e-6  # the exact backend certifies at 1e-6 (its default ``certify=1e-6``)
+GAP_TOL = 1e-6  # the exact backend certifies at 1e-6 (its default ``tol=1e-6``, metricopt.options)
 #: balance's early-stopped row holds out this fraction (iris's; Table 1 lists none for bal, so this row is not the
 #: paper's protocol: it shows what stopping early does)
 BALANCE_VALIDATION = C.PAPER_PROTOCOL["iris"]["validation"]
