@@ -27,7 +27,7 @@ from metricopt.solution import Status  # noqa: E402
 
 mj = importlib.import_module("metricopt.backends.jax")
 terms_module = importlib.import_module("metricopt.problems.terms")
-from metricopt.backends.jax.geometry import Geometry, Setup  # noqa: E402
+from metricopt.backends.jax.geometry import Parametrization, Setup  # noqa: E402
 from metricopt.backends.jax.loop import Objective  # noqa: E402
 from metricopt.backends.jax.solvers import OnlinePOLA  # noqa: E402
 
@@ -290,7 +290,7 @@ def test_pola_regularizer_pieces(pola_small):
 @pytest.mark.parametrize("kind", ["mmc_full", "mmc_diag", "pola"])
 def test_objective_chain_rule_through_the_geometry(kind):
     """The solver's gradient in ``Z`` (terms' matrix-form gradients mapped back by
-    ``Geometry.pack_grad``) equals ``jax.grad`` of the terms' values through ``unpack``."""
+    ``Parametrization.pack_grad``) equals ``jax.grad`` of the terms' values through ``unpack``."""
     X, y, _ = _split(load_wine if kind == "mmc_diag" else load_iris, n_train=6)
     if kind == "pola":
         problem = metricopt.POLAProblem(X, y, C=0.8)
@@ -380,7 +380,7 @@ def test_project_psd_with_trace_bound(case, diagonal):
     S = _budget_cases()[case]
     with jax.enable_x64(True):
         P = np.asarray(mj.project_psd(jax.numpy.asarray(S), trace_bound=1.0, diagonal=diagonal))
-        P_geom = np.asarray(Geometry("budget", diagonal).project(jax.numpy.asarray(S)))
+        P_geom = np.asarray(Parametrization("budget", diagonal).project(jax.numpy.asarray(S)))
     np.testing.assert_array_equal(P, P_geom)
     assert P.dtype == np.float64
     _assert_is_budget_projection(S, P, diagonal)
@@ -404,7 +404,7 @@ def test_project_psd_with_trace_bound(case, diagonal):
 
 def test_threshold_projection_gives_psd_metric_and_b_at_least_one():
     rng = np.random.default_rng(8)
-    geom = Geometry("threshold")
+    geom = Parametrization("threshold")
     for c in (-0.7, 0.0, 0.4):
         A = rng.normal(size=(5, 5))
         Z = A + A.T
@@ -433,7 +433,7 @@ def _online_step(X, pairs, labels, M0, b0):
     with jax.enable_x64(True):
         import jax.numpy as jnp
 
-        objective = Objective((PairHinge,), (_jdata(carrier, problem),), (None,), Geometry("threshold"), {},
+        objective = Objective((PairHinge,), (_jdata(carrier, problem),), (None,), Parametrization("threshold"), {},
                               roles=("pair_hinge",))
         st = solver.update(objective, solver.init(jnp.asarray(Z0)))
         Z = np.asarray(st["M"])

@@ -238,13 +238,13 @@ def test_trace_ball_prox_without_the_cone_is_the_half_space_projection():
 def test_the_backends_prox_of_a_sum_with_the_cone_equals_cvxpy(terms):
     """No closed form: the inner fast dual proximal gradient loop (cold start, enough iterations) reaches the prox
     of the sum with the PSD cone (and the ball), and its point is feasible whatever the iteration count."""
-    from metricopt.backends.jax.geometry import Geometry
+    from metricopt.backends.jax.geometry import Parametrization
     from metricopt.backends.jax.prox import plan, prox
     from metricopt.backends.jax.solvers import FISTA
 
     rng = np.random.default_rng(5)
     d, step = 5, 0.8
-    geometry = Geometry("psd")
+    geometry = Parametrization("psd")
     composite = plan(terms, geometry, FISTA.proximal)
     assert not composite.exact and composite.n_dual == sum(not isinstance(t, TraceBall) for t in terms)
     X = cp.Variable((d, d), PSD=True)
@@ -269,19 +269,19 @@ def test_the_backends_prox_of_a_sum_with_the_cone_equals_cvxpy(terms):
 
 
 def test_the_plan_keeps_prox_terms_smooth_where_no_proximal_step_is_taken():
-    from metricopt.backends.jax.geometry import Geometry
+    from metricopt.backends.jax.geometry import Parametrization
     from metricopt.backends.jax.prox import plan
     from metricopt.backends.jax.solvers import FISTA, Subgradient
 
     terms = (OffDiagonalL1(1.0), FrobeniusNorm(1.0), RowL21(1.0), TraceBall(1.0))
-    fista = plan(terms, Geometry("psd"), FISTA.proximal)
+    fista = plan(terms, Parametrization("psd"), FISTA.proximal)
     assert fista.prox == (0, 1) and fista.constraint == 3 and fista.indices == {0, 1, 3}
-    assert plan(terms[1:2], Geometry("psd"), True).exact  # a closed form with the cone, no inner loop
-    reference = plan(terms, Geometry("psd"), Subgradient.proximal)
+    assert plan(terms[1:2], Parametrization("psd"), True).exact  # a closed form with the cone, no inner loop
+    reference = plan(terms, Parametrization("psd"), Subgradient.proximal)
     assert reference.prox == () and reference.constraint == 3
-    assert plan(terms[:3], Geometry("psd", scaled=True), True).prox == ()  # preconditioned: smoothed instead
+    assert plan(terms[:3], Parametrization("psd", scaled=True), True).prox == ()  # preconditioned: smoothed instead
     with pytest.raises(mo.InputError, match="at most one constraint term"):
-        plan((TraceBall(1.0), TraceBall(2.0)), Geometry("psd"), True)
+        plan((TraceBall(1.0), TraceBall(2.0)), Parametrization("psd"), True)
 
 
 # ----------------------------------------------------------------------------- LMNN on both backends

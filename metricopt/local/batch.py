@@ -21,11 +21,10 @@ certificates each; here they are solved as one batch:
   :math:`M = Q N^\star Q^\top + P_\perp G P_\perp` (:math:`P_\perp = I - QQ^\top`), which agrees
   with a given base metric ``G`` (the global one) off the local span.
 * **One compiled loop.** Every problem of the batch has the same shapes (``S`` points, ``r``
-  dimensions, ``k`` targets, all triplets in one padded active set), so
-  :func:`metricopt.backends.jax.loop.run_chunk` (FISTA on the smoothed hinge, the backend's default
-  solver) runs under ``jax.vmap`` over the batch, compiled once per shape; between chunks the
-  solver's own continuation (:meth:`~metricopt.backends.jax.solvers.FISTA.between_chunks`) shrinks
-  each problem's smoothing width. The active set holds every triplet (no re-checks are needed).
+  dimensions, ``k`` targets, all triplets in one padded active set), so the JAX backend's public batch
+  solve, :func:`metricopt.backends.jax.solve_batch` (its one loop, FISTA on the smoothed hinge, under
+  ``jax.vmap`` over the batch, compiled once per shape, the solver's continuation between chunks),
+  solves them together. The active set holds every triplet (no re-checks are needed).
 * **Honest statuses.** Each problem's exact objective is recomputed in float64 from its metric;
   ``certify=True`` certifies each one (:func:`metricopt.certify`, status ``optimal`` only when its
   relative gap is at most ``tol``, else ``optimal_inaccurate``), otherwise the status is ``uncertified``;
@@ -34,7 +33,6 @@ certificates each; here they are solved as one batch:
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -96,33 +94,6 @@ def span_basis(X: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
     return mu, Q
 
 
-@functools.lru_cache(maxsize=1)
-def _run_batch_fn():
-    """The jitted, vmapped chunk (built once: JAX then caches one compilation per shape)."""
-    import jax
-
-    from ..backends.jax.loop import run_chunk
-
-    @functools.partial(jax.jit, static_argnames=("solver", "term_classes", "geometry", "roles"))
-    def run_batch(solver, term_classes, geometry, data, gdata, actives, state, n_steps, roles=()):
-        one = lambda d, g, a, s: run_chunk(solver, term_classes, geometry, d, g, a, s, n_steps, roles)
-        return jax.vmap(one)(data, gdata, actives, state)
-
-    return run_batch
-
-
-def _stack(trees):
-    import jax
-
-    return jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *trees)
-
-
-def _unstack(tree, b):
-    import jax
-
-    return jax.tree_util.tree_map(lambda x: np.asarray(x)[b], tree)
-
-
 def solve_lmnn_batch(sets: list, k: int = 3, mu: float = 0.5, reg: float = 1e-2, base: ArrayLike | None = None,
                      max_iter: int = 2000, chunk: int = 40, tol: float = 1e-3, certify: bool = False,
                      s_stop: float = 1e-4, min_iter: int = 0, precondition: bool = True) -> BatchResult:
@@ -156,8 +127,8 @@ def solve_lmnn_batch(sets: list, k: int = 3, mu: float = 0.5, reg: float = 1e-2,
     min_iter : int, default 0
         Iterations run at least before the continuation may end at ``s_stop``.
     precondition : bool, default True
-        Solve the local problems in the JAX backend's preconditioned coordinates (``Setup(..., precondition=...)``
-        of :mod:`metricopt.backends.jax.geometry`: the pull matrix whitened).
+        Solve the local problems in the JAX backend's preconditioned coordinates (the pull matrix whitened;
+        :func:`metricopt.backends.jax.solve_batch`).
 
     Returns
     -------
@@ -168,12 +139,7 @@ def solve_lmnn_batch(sets: list, k: int = 3, mu: float = 0.5, reg: float = 1e-2,
     InputError
         For an empty list of sets or sets of different shapes (and invalid options).
     """
-    import jax
-    import jax.numpy as jnp
-
-    from ..backends.jax.backend import best_scale
-    from ..backends.jax.geometry import Setup
-    from ..backends.jax.solvers import FISTA
+    from ..backends.jax import solve_batch
     from ..certify import certify as certify_fn
     from ..certify import policy
     from ..certify.policy import NoCertificate, Outcome, SolverReport
@@ -192,8 +158,7 @@ def solve_lmnn_batch(sets: list, k: int = 3, mu: float = 0.5, reg: float = 1e-2,
             raise InputError(f"every local set must have the same shape ({S}, {d}); got {s.X.shape}.")
     r = min(d, S - 1)
     G = np.eye(d) if base is None else np.asarray(base, dtype=np.float64)
-    solver = FISTA()
-    problems, bases, setups = [], [], []
+    problems, bases = [], []
     for s in sets:
         mean, Q = span_basis(s.X, r)
         Z = (s.X - mean) @ Q
@@ -205,54 +170,15 @@ def solve_lmnn_batch(sets: list, k: int = 3, mu: float = 0.5, reg: float = 1e-2,
                             target_neighbors=p.target_neighbors, **kw)  # the targets once, not searched again
         problems.append(p)
         bases.append(Q)
-        setups.append(Setup(p, precondition=precondition))
-    terms0 = problems[0].jax_terms(online=False)
-    term_classes = tuple(type(t) for t in terms0)
-    pieces = [t.dual_piece(problems[0]) for t in terms0]
-    roles = tuple(None if piece is None else piece.loss for piece in pieces)
-    geometry = setups[0].geometry
-    # every triplet active, in one padded capacity for the whole batch
-    hinge_idx = [i for i, t in enumerate(terms0) if t.uses_working_set]
-    counts = [p.n_triplets for p in problems]
-    cap = max(256, 1 << max(max(counts) - 1, 0).bit_length())
-    data, actives, states = [], [], []
-    with jax.enable_x64(True):
-        for p, st in zip(problems, setups):
-            terms = p.jax_terms(online=False)
-            data.append(tuple({kk: np.asarray(v) for kk, v in t.jax_data(p).items()} for t in terms))
-            Z0 = st.from_point({"M": best_scale(p) * np.eye(r)})
-            M0 = st.to_point(Z0)["M"]
-            acts = []
-            for i, t in enumerate(terms):
-                if i in hinge_idx:
-                    act = t.jax_active_set(p, M0, np.inf, min_capacity=cap)[0]
-                    acts.append(act)
-                else:
-                    acts.append(None)
-            actives.append(tuple(acts))
-            states.append({kk: np.asarray(v) for kk, v in solver.init(jnp.asarray(Z0)).items()})
-        data_b, act_b, state_b = _stack(data), _stack(actives), _stack(states)
-        gdata_b = _stack([{"T": np.asarray(st.gdata["T"])} if "T" in st.gdata else {} for st in setups])
-        run_batch = _run_batch_fn()
-        it = 0
-        B = len(sets)
-        while it < max_iter:
-            n = min(chunk, max_iter - it)
-            state_b = run_batch(solver, term_classes, geometry, data_b, gdata_b,
-                                act_b, state_b, n, roles)
-            state_b = jax.tree_util.tree_map(np.asarray, state_b)
-            it += n
-            # the solver's own continuation, problem by problem (host side, cheap)
-            new = [solver.between_chunks(_unstack(state_b, b), True) for b in range(B)]
-            state_b = _stack([{kk: np.asarray(v) for kk, v in st.items()} for st in new])
-            if np.all(state_b["s"] <= s_stop) and it >= min_iter:
-                break
+    solved = solve_batch(problems, max_iter=max_iter, chunk=chunk, s_stop=s_stop, min_iter=min_iter,
+                         precondition=precondition)
+    it, cap = solved.iterations, solved.stats["capacity"]
     metrics, objectives, statuses, gaps = [], [], [], []
     P_perp = [np.eye(d) - Q @ Q.T for Q in bases]
     # the loop's own word: its continuation ran (to s_stop or max_iter); the certificate, where taken, decides
     report = SolverReport(Outcome.CONVERGED, f"batched FISTA continuation, {it} iterations")
     for b, (p, Q) in enumerate(zip(problems, bases)):
-        N = setups[b].to_point(state_b["M"][b])["M"]
+        N = solved.points[b]["M"]
         objectives.append(p.objective(N))
         cert = certify_fn(p, N, tol=tol) if certify else None
         gaps.append(None if cert is None else float(cert.rel_gap))

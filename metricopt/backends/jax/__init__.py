@@ -4,9 +4,10 @@
   manager); importing this package never changes JAX's global configuration;
 * one jitted solver loop (:func:`loop.run_chunk`), shared by every solver; a solver
   is a small ``(init, refresh, update)`` triple (:mod:`.solvers`); a solver moves one
-  matrix ``Z`` on the problem's feasible set, described by a :class:`~.geometry.Geometry`
+  matrix ``Z`` on the problem's feasible set, described by a :class:`~.geometry.Parametrization`
   (LMNN: ``M`` PSD; MMC: the budget turned into ``trace Z <= 1``; POLA: ``blockdiag(M, b-1)``
   PSD) that holds the one JAX PSD projection (:func:`geometry.project_psd`);
+* :func:`solve_batch` solves many small problems of one shape in one jitted, vmapped call (local metrics);
 * ``devices=`` shards LMNN's active triplets over several devices (``jax.sharding``);
 * the objective is assembled from each term's JAX piece (``Term.jax_value_grad`` in
   :mod:`metricopt.problems.terms`); the hinge's (sub)gradient is the matrix form
@@ -47,11 +48,12 @@ step rule stops making progress at a kink of the hinge well before a gap of 1e-3
 """
 
 from .backend import NAME, OPTIONS, Options, accepts, best_scale, evaluate, solve
+from .batch import BatchSolution, solve_batch
 from .loop import TRACES, Objective, project_psd, run_chunk
-from .geometry import Geometry
+from .geometry import Parametrization
 from .solvers import (DEFAULT_SOLVER, FISTA, LBFGS, SOLVERS, ConjugateGradient, OnlinePOLA, Solver, Subgradient,
                       TrustNewton, hessian_vector_product)
 
-__all__ = ["solve", "accepts", "Options", "NAME", "OPTIONS", "SOLVERS", "DEFAULT_SOLVER", "FISTA", "Subgradient", "Solver", "OnlinePOLA", "Objective",
+__all__ = ["solve", "solve_batch", "BatchSolution", "accepts", "Options", "NAME", "OPTIONS", "SOLVERS", "DEFAULT_SOLVER", "FISTA", "Subgradient", "Solver", "OnlinePOLA", "Objective",
            "TrustNewton", "LBFGS", "ConjugateGradient", "hessian_vector_product", "best_scale", "evaluate",
-           "Geometry", "project_psd", "run_chunk", "TRACES"]
+           "Parametrization", "project_psd", "run_chunk", "TRACES"]

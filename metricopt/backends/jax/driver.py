@@ -3,9 +3,11 @@ problems) or stationarity (factor geometry), the caller's callback, and the Solu
 
 A solve alternates a full **re-check** of the iterate (every triplet searched, active sets rebuilt,
 the exact objective) with a jitted **chunk** of solver iterations (:func:`.loop.run_chunk`). Each
-concern is one small method of :class:`Run`: :meth:`Run.recheck`, :meth:`Run.rolled_back`,
-:meth:`Run.measure` (certificate or stationarity), :meth:`Run.notify` (verbose line, callback),
-:meth:`Run.stop_reason`, :meth:`Run.step`, and :meth:`Run.result` / :meth:`Run.factor_result`.
+concern is one piece: the active sets (:class:`ActiveSets`: re-check, capacity buckets), the certificate
+schedule (:class:`CertificateSchedule`), the stop policy (:func:`stop_reason`) and the result (:func:`solution`,
+:func:`factor_solution`); :class:`Run` holds the iterate and the solver state and runs the loop:
+:meth:`Run.recheck`, :meth:`Run.rolled_back`, :meth:`Run.measure` (certificate or stationarity),
+:meth:`Run.notify` (verbose line, callback) and :meth:`Run.step` (one jitted chunk).
 Each stop is a :class:`~metricopt.certify.policy.SolverReport` (what the loop saw); the status of the result is
 decided from it by :func:`metricopt.certify.policy.decide` only.
 """
@@ -86,6 +88,139 @@ def _certifiable(problem):
     return certifiable(problem)[0]
 
 
+class ActiveSets:
+    """The active-set management of one solve: per working-set term, its current active set (``current``), its
+    padded capacity bucket (grown by the search; moved down once mostly padding), and its size at the last
+    re-check (``sizes``; ``saved_sizes`` at the re-check before the last chunk, for the rollback safeguard's
+    explosion limit). ``n_dev``/``split``: the devices the active triplets are sharded over."""
+
+    def __init__(self, problem, terms, n_dev=1, split=None):
+        self.problem, self.terms = problem, terms
+        self.n_dev, self.split = n_dev, split
+        self.capacity, self.current = {}, {}  # per working-set term: capacity bucket, current active set
+        self.bucket_since = {}  # per working-set term: the iteration its current bucket was entered
+        self.sizes, self.saved_sizes = {}, {}
+        self.d2 = float(problem.d) ** 2
+
+    def rebuild(self, M, width, it, guard):
+        """Search every triplet at ``M`` within ``width`` and rebuild the active sets (device arrays); with
+        ``guard``, a set that grew past :data:`EXPLOSION_FACTOR` times its last size (and :data:`EXPLOSION_MIN`)
+        stops the search. Returns ``(actives, sizes, objective of the working-set terms, new violators,
+        exploded)``."""
+        import jax
+        import jax.numpy as jnp
+
+        actives, sizes, obj, new_viol = [], 0, 0.0, 0
+        for idx, t in enumerate(self.terms):
+            if not t.uses_working_set:
+                actives.append(None)
+                continue
+            limit = max(EXPLOSION_FACTOR * self.sizes.get(idx, 0), EXPLOSION_MIN) if guard else None
+            found = t.jax_active_set(self.problem, M, width, min_capacity=self.capacity.get(idx, MIN_CAPACITY),
+                                     multiple=self.n_dev, limit=limit)
+            if found is None:
+                return actives, sizes, obj, new_viol, True
+            act, size, val, h = found
+            self.sizes[idx] = size
+            cap = act["mask"].shape[0]
+            # keep the capacity bucket unless the set became mostly padding of a large bucket, or of one the loop
+            # has done SHRINK_WORK in; then move down to a bucket with room for twice the set (a set just above a
+            # power of two would otherwise move straight back up, and every bucket costs a compilation of the loop)
+            if self.capacity.get(idx) != cap:
+                self.bucket_since[idx] = it
+            settled = cap > SHRINK_ABOVE or (it - self.bucket_since[idx]) * cap * self.d2 >= SHRINK_WORK
+            shrink = settled and size < cap // SHRINK_BELOW
+            self.capacity[idx] = max(MIN_CAPACITY, 1 << (2 * size - 1).bit_length()) if shrink else cap
+            if shrink:
+                self.bucket_since[idx] = it
+            new_viol += _new_violators(self.current.get(idx), act, h)
+            self.current[idx] = act
+            act_j = {k: jnp.asarray(v) for k, v in act.items()}
+            actives.append(act_j if self.split is None else jax.device_put(act_j, self.split))
+            sizes += size
+            obj += val
+        return actives, sizes, obj, new_viol, False
+
+    def save_sizes(self):
+        """Remember the sizes of this re-check (before a chunk that may be rolled back)."""
+        self.saved_sizes = dict(self.sizes)
+
+    def restore_sizes(self):
+        """The sizes of the re-check before the rolled-back chunk."""
+        self.sizes = dict(self.saved_sizes)
+
+    def device_actives(self):
+        """The current active sets as JAX arrays, one entry per term (``None`` for a term without working set)."""
+        import jax.numpy as jnp
+
+        actives = [self.current.get(i) for i in range(len(self.terms))]
+        return tuple(None if a is None else {k: jnp.asarray(v) for k, v in a.items()} for a in actives)
+
+
+class CertificateSchedule:
+    """When a convex solve certifies, and what its certificates cost: the last certificate (``cert``, of the point
+    ``V`` at iteration ``it``), the seconds spent (``time``, ``calls``, ``last``: the last one's, ``end``: when it
+    ended). A certificate is due every ``certify_every`` iterations, more sparsely later on (a deterministic
+    schedule, so that a solve is reproducible), unless ``timed_spacing`` (``deterministic=False``, or "auto" on a
+    large problem) also spaces expensive certificates by wall-clock time."""
+
+    def __init__(self, problem, opts):
+        self.every = opts.certify_every
+        self.cert, self.V, self.it = None, None, None
+        self.time, self.calls, self.last, self.end = 0.0, 0, 0.0, 0.0
+        det = opts.deterministic
+        if det == "auto":
+            n, d = problem.n, problem.d
+            det = float(n) ** 2 * float(d) < TIMED_SPACING_WORK
+        self.timed_spacing = not det
+
+    def due(self, it, now):
+        """Whether a certificate is due at iteration ``it`` (time ``now``) by the schedule."""
+        cert, cert_it = self.cert, self.it
+        due = it - cert_it >= max(self.every, int(CERTIFY_GROWTH * cert_it)) if cert else True
+        if due and cert is not None and self.timed_spacing and self.last > CERTIFY_SLOW:
+            # an expensive certificate (e.g. POLA's restricted dual program) waits until the iterations
+            # since the last one took CERTIFY_SHARE times as long: certificates stay a bounded share of the time
+            due = now - self.end >= CERTIFY_SHARE * self.last
+        return due
+
+    def took(self, start):
+        """Account for a certificate that started at ``start`` and ended now."""
+        self.last = time.perf_counter() - start
+        self.end = time.perf_counter()
+        self.time += self.last
+        self.calls += 1
+
+    def record(self, cert, V, it):
+        """The certificate ``cert`` of the point ``V`` at iteration ``it``."""
+        self.cert, self.V, self.it = cert, V, it
+
+
+def stop_reason(entry, cert, stationary, stop_requested, done, *, it, opts, certifiable, online):
+    """The stop policy: the :class:`~metricopt.certify.policy.SolverReport` when the solve stops at this re-check,
+    else ``None``: a certified optimum wins over a callback's request, which wins over the iteration or time limit."""
+    tol = opts.tol
+    if entry["rel_gap"] is not None and cert.rel_gap <= tol:
+        return SolverReport(Outcome.CONVERGED, f"certificate within tol {tol:.1e} after {it} iterations")
+    if stationary and not certifiable:
+        return SolverReport(Outcome.CONVERGED, f"first-order optimality: relative projected-gradient step "
+                                               f"{entry['first_order']:.2e} <= tol {tol:.1e} after {it} "
+                                               "iterations; no certificate exists for this problem's terms")
+    if stationary:
+        return SolverReport(Outcome.STATIONARY, f"relative gradient norm {entry['stationarity']:.2e} <= tol "
+                                                f"{tol:.1e} after {it} iterations")
+    if stop_requested:
+        return SolverReport(Outcome.STOPPED, f"the callback stopped the solve at iteration {it}")
+    if done:
+        if it >= opts.max_iter:
+            return SolverReport(Outcome.ITERATION_LIMIT,
+                                f"stopped after {it} {'passes' if online else 'iterations'}")
+        limit = ("the enclosing solve's deadline" if opts.time_limit is None
+                 else f"time limit {opts.time_limit:g}s")
+        return SolverReport(Outcome.TIME_LIMIT, f"{limit} reached after {it} iterations")
+    return None
+
+
 class Run:
     """One solve of the JAX backend (see the module docstring); ``Run(...).run()`` returns the Solution."""
 
@@ -130,21 +265,13 @@ class Run:
         self.dtype = str(self.state["M"].dtype)
         # iteration bookkeeping
         self.it, self.unchanged, self.interval = 0, 0, opts.check_every
-        self.capacity, self.np_actives = {}, {}  # per working-set term: capacity bucket, current active set
-        self.bucket_since = {}  # per working-set term: the iteration its current bucket was entered
-        self.d2 = float(problem.d) ** 2
+        self.active_sets = ActiveSets(problem, terms, self.n_dev, self.split)
         self.history, self.best = [], None  # best: (objective, V, iteration)
         # certificates
-        self.cert, self.cert_V, self.cert_it, self.cert_time, self.cert_calls = None, None, None, 0.0, 0
-        self.last_cert, self.cert_end = 0.0, 0.0
-        det = opts.deterministic
-        if det == "auto":
-            n, d = problem.n, problem.d
-            det = float(n) ** 2 * float(d) < TIMED_SPACING_WORK
-        self.timed_spacing = not det
+        self.certs = CertificateSchedule(problem, opts)
         # rollback safeguard (solvers that promise descent, on problems with working sets)
         self.guarded = solver.monotone and any(t.uses_working_set for t in terms)
-        self.prev, self.prev_sizes, self.prev_prev_sizes = None, {}, {}
+        self.prev = None  # (Z, state, objective) at the last chunk's start
         self.rejections, self.total_rejections, self.state_iters = 0, 0, 0
         self.callback_time, self.callback_calls, self.stopped = 0.0, 0, None  # stopped: (V, it) a callback chose
         self.last_probe = None  # factor geometry: the state refreshed at the last re-check (see probe)
@@ -208,47 +335,18 @@ class Run:
             if report is not None:
                 break
         if self.factor or not self.certifiable:
-            return self.factor_result(report)
-        return self.result(report)
+            return factor_solution(self, report)
+        return solution(self, report)
 
     # ------------------------------------------------------------------ re-check
     def recheck(self, V):
-        """Rebuild the active sets at ``V["M"]`` (every triplet searched) and evaluate the exact objective.
-        Returns ``(actives, sizes, objective, new violators, exploded)``."""
-        import jax
-        import jax.numpy as jnp
-
-        actives, sizes, obj, new_viol = [], 0, 0.0, 0
+        """Rebuild the active sets at ``V["M"]`` (every triplet searched, :meth:`ActiveSets.rebuild`) and evaluate
+        the exact objective. Returns ``(actives, sizes, objective, new violators, exploded)``."""
         guard = self.guarded and self.prev is not None and self.rejections < MAX_REJECTIONS
         width = max(self.opts.margin, float(self.state["s"]))
-        for idx, t in enumerate(self.terms):
-            if not t.uses_working_set:
-                actives.append(None)
-                continue
-            limit = max(EXPLOSION_FACTOR * self.prev_sizes.get(idx, 0), EXPLOSION_MIN) if guard else None
-            found = t.jax_active_set(self.problem, V["M"], width, min_capacity=self.capacity.get(idx, MIN_CAPACITY),
-                                     multiple=self.n_dev, limit=limit)
-            if found is None:
-                return actives, sizes, obj, new_viol, True
-            act, size, val, h = found
-            self.prev_sizes[idx] = size
-            cap = act["mask"].shape[0]
-            # keep the capacity bucket unless the set became mostly padding of a large bucket, or of one the loop
-            # has done SHRINK_WORK in; then move down to a bucket with room for twice the set (a set just above a
-            # power of two would otherwise move straight back up, and every bucket costs a compilation of the loop)
-            if self.capacity.get(idx) != cap:
-                self.bucket_since[idx] = self.it
-            settled = cap > SHRINK_ABOVE or (self.it - self.bucket_since[idx]) * cap * self.d2 >= SHRINK_WORK
-            shrink = settled and size < cap // SHRINK_BELOW
-            self.capacity[idx] = max(MIN_CAPACITY, 1 << (2 * size - 1).bit_length()) if shrink else cap
-            if shrink:
-                self.bucket_since[idx] = self.it
-            new_viol += _new_violators(self.np_actives.get(idx), act, h)
-            self.np_actives[idx] = act
-            act_j = {k: jnp.asarray(v) for k, v in act.items()}
-            actives.append(act_j if self.split is None else jax.device_put(act_j, self.split))
-            sizes += size
-            obj += val
+        actives, sizes, obj, new_viol, exploded = self.active_sets.rebuild(V["M"], width, self.it, guard)
+        if exploded:
+            return actives, sizes, obj, new_viol, True
         # the problem's own objective (terms outside the loop's view, e.g. hard-margin POLA's carrier, excluded)
         obj += sum(t.value(self.problem, V) for t in self.problem.terms if not t.uses_working_set)
         return actives, sizes, obj, new_viol, False
@@ -264,7 +362,7 @@ class Run:
         self.total_rejections += 1
         self.Z, st_prev, _ = self.prev
         self.state = {**self.solver.shorten(st_prev, self.state, 10.0), "iterations": self.state_iters}
-        self.prev_sizes = dict(self.prev_prev_sizes)
+        self.active_sets.restore_sizes()
         self.interval = 1
         if self.opts.verbose:
             print(f"[metricopt jax/{self.solver.name}] iter {self.it:6d}  step rejected (the active set's model "
@@ -292,7 +390,7 @@ class Run:
         return now > start + 1e-12 * abs(start)
 
     # ------------------------------------------------------------------ certificate or stationarity
-    def _certify(self, V, final=False):
+    def certify_point(self, V, final=False):
         """The certificate of ``V``; under a ``time_limit`` its conic programs stop by the budget's ``certify_by``
         (``final``: it ends the solve) or after :data:`MID_CERTIFY_SHARE` of the seconds left."""
         from ...certify import certify
@@ -306,10 +404,7 @@ class Run:
             # before the last certificate, LMNN's wide restricted dual is skipped: it rarely certifies earlier
             # and its cost spaces the certificates out (digits PCA-30 at tol 1e-6: 26 s without, 33 s with it)
             cert = certify(self.problem, V["M"], tol=self.opts.tol, **{k: V[k] for k in self.extras})
-        self.last_cert = time.perf_counter() - tc
-        self.cert_end = time.perf_counter()
-        self.cert_time += self.last_cert
-        self.cert_calls += 1
+        self.certs.took(tc)
         return cert
 
     def measure(self, V, entry, actives, now, done):
@@ -328,27 +423,22 @@ class Run:
             entry["certify_time"] = 0.0
             at_min_width = not self.smoothed or float(self.state["s"]) <= self.solver.s_min * (1 + 1e-9)
             return at_min_width and rel <= self.opts.tol
-        cert, cert_it = self.cert, self.cert_it
-        due = self.it - cert_it >= max(self.opts.certify_every, int(CERTIFY_GROWTH * cert_it)) if cert else True
-        if due and cert is not None and self.timed_spacing and self.last_cert > CERTIFY_SLOW:
-            # an expensive certificate (e.g. POLA's restricted dual program) waits until the iterations
-            # since the last one took CERTIFY_SHARE times as long: certificates stay a bounded share of the time
-            due = now - self.cert_end >= CERTIFY_SHARE * self.last_cert
+        due = self.certs.due(self.it, now)
         if done and self.budget.limited and self.best is not None and self.best[1] is not V:
-            due = False  # out of time: only the returned (best) iterate is certified, by result()
+            due = False  # out of time: only the returned (best) iterate is certified, by solution()
         elif done:
             due = True
         if due or self.online:
             from ...errors import NotCertifiableError
 
             try:
-                self.cert = self._certify(V, final=done)
+                cert = self.certify_point(V, final=done)
             except NotCertifiableError:  # a term's compiled program needs cones the generic bound does not handle
                 self.certifiable = False
                 return self.first_order(entry)
-            self.cert_it, self.cert_V = self.it, V
-            entry["rel_gap"] = self.cert.rel_gap
-        entry["certify_time"] = self.cert_time
+            self.certs.record(cert, V, self.it)
+            entry["rel_gap"] = cert.rel_gap
+        entry["certify_time"] = self.certs.time
         return False
 
     def first_order(self, entry):
@@ -362,8 +452,7 @@ class Run:
         if self.composite:
             from .loop import prox_gradient_step
 
-            actives = [self.np_actives.get(i) for i in range(len(self.terms))]
-            actives = tuple(None if a is None else {k: jnp.asarray(v) for k, v in a.items()} for a in actives)
+            actives = self.active_sets.device_actives()
             rel = float(prox_gradient_step(self.term_classes, self.geometry, self.data, self.gdata, actives,
                                            jnp.asarray(self.Z), self.state["s"], roles=self.roles,
                                            composite=self.composite))
@@ -385,11 +474,9 @@ class Run:
         """The objective's gradient at the solver's point (from the refreshed state, or evaluated)."""
         if "g" in probe:
             return probe["g"]
-        actives = [self.np_actives.get(i) for i in range(len(self.terms))]
         import jax.numpy as jnp
 
-        actives = [None if a is None else {k: jnp.asarray(v) for k, v in a.items()} for a in actives]
-        return self.objective(actives)(jnp.asarray(self.Z), self.state["s"])[2]
+        return self.objective(self.active_sets.device_actives())(jnp.asarray(self.Z), self.state["s"])[2]
 
     # ------------------------------------------------------------------ reporting
     def notify(self, V, entry):
@@ -406,7 +493,7 @@ class Run:
         if opts.callback is None:
             return False
         info = {**entry, "M": np.array(V["M"], dtype=np.float64, copy=True),
-                "certificate": self.cert if entry["rel_gap"] is not None else None,
+                "certificate": self.certs.cert if entry["rel_gap"] is not None else None,
                 "variables": {k: V[k] for k in self.extras}}
         tc = time.perf_counter()
         answer = opts.callback(info)
@@ -420,28 +507,9 @@ class Run:
         return bool(answer)
 
     def stop_reason(self, entry, stationary, stop_requested, done):
-        """The :class:`~metricopt.certify.policy.SolverReport` when the solve stops at this re-check, else
-        ``None``: a certified optimum wins over a callback's request, which wins over the iteration or time limit."""
-        it, tol = self.it, self.opts.tol
-        if entry["rel_gap"] is not None and self.cert.rel_gap <= tol:
-            return SolverReport(Outcome.CONVERGED, f"certificate within tol {tol:.1e} after {it} iterations")
-        if stationary and not self.certifiable:
-            return SolverReport(Outcome.CONVERGED, f"first-order optimality: relative projected-gradient step "
-                                                   f"{entry['first_order']:.2e} <= tol {tol:.1e} after {it} "
-                                                   "iterations; no certificate exists for this problem's terms")
-        if stationary:
-            return SolverReport(Outcome.STATIONARY, f"relative gradient norm {entry['stationarity']:.2e} <= tol "
-                                                    f"{tol:.1e} after {it} iterations")
-        if stop_requested:
-            return SolverReport(Outcome.STOPPED, f"the callback stopped the solve at iteration {it}")
-        if done:
-            if it >= self.opts.max_iter:
-                return SolverReport(Outcome.ITERATION_LIMIT,
-                                    f"stopped after {it} {'passes' if self.online else 'iterations'}")
-            limit = ("the enclosing solve's deadline" if self.opts.time_limit is None
-                     else f"time limit {self.opts.time_limit:g}s")
-            return SolverReport(Outcome.TIME_LIMIT, f"{limit} reached after {it} iterations")
-        return None
+        """The stop policy (:func:`stop_reason`) at this re-check."""
+        return stop_reason(entry, self.certs.cert, stationary, stop_requested, done, it=self.it, opts=self.opts,
+                           certifiable=self.certifiable, online=self.online)
 
     # ------------------------------------------------------------------ one chunk
     def step(self, actives, new_viol, obj):
@@ -466,7 +534,8 @@ class Run:
             # a time limit: no longer a chunk than the seconds left (less the next re-check) hold at the last rate
             steps = max(1, min(steps, int((left - self.recheck_time) / self.chunk_rate)))
         Z_prev = self.Z
-        self.prev, self.prev_prev_sizes = (self.Z, self.state, obj), dict(self.prev_sizes)
+        self.prev = (self.Z, self.state, obj)
+        self.active_sets.save_sizes()
         tc = time.perf_counter()
         self.state = run_chunk(solver, self.term_classes, self.geometry, self.data, self.gdata, tuple(actives),
                                self.state, jnp.asarray(steps, jnp.int32), self.roles, self.composite)
@@ -492,84 +561,85 @@ class Run:
                                                           "problem's terms)"))
         # certify the last iterate before stopping
         V = self.setup.to_point(self.Z)
-        self.cert, self.cert_V, self.cert_it = self._certify(V, final=True), V, self.it
+        self.certs.record(self.certify_point(V, final=True), V, self.it)
         return SolverReport(Outcome.INACCURATE, message)
 
-    # ------------------------------------------------------------------ results
-    def result(self, report):
-        """A certified optimum, the iterate a callback stopped at, else the best iterate seen at a re-check
-        (certified); the status from :func:`~metricopt.certify.policy.decide`."""
-        message, missing = report.reason, NoCertificate.NOT_TAKEN
-        if report.kind is Outcome.CONVERGED or self.best is None:
-            V_out, it_out = self.cert_V, self.cert_it
-        else:
-            V_out, it_out = self.stopped if report.kind is Outcome.STOPPED else self.best[1:]
-            if self.cert_V is None or V_out is not self.cert_V:
-                if self.budget.limited and time.perf_counter() + self.recheck_time > self.budget.hard:
-                    # the certificate searches every triplet like a re-check: not within the time limit
-                    self.cert, missing = None, NoCertificate.OUT_OF_TIME
-                    message += (f"; certificate skipped: the time limit leaves less than a search of all triplets "
-                                f"takes ({self.recheck_time:.2g} s)")
-                else:
-                    self.cert = self._certify(V_out, final=True)
-                self.cert_V, self.cert_it = V_out, it_out
-        status, note = policy.decide(report, missing if self.cert is None else self.cert, convex=True)
-        if note:
-            message += f"; {note}"
-        name, state, cert = self.solver.name, self.state, self.cert
-        if V_out is None:
-            return Solution(M=None, objective=float("nan"), status=status, backend="jax", solver=name,
-                            stats={"time": time.perf_counter() - self.t0, "iterations": self.it,
-                                   "history": self.history},
-                            message=f"{status.message} ({message})")
-        if cert is not None:
-            message += f"; certified relative gap {cert.rel_gap:.2e}"
-            if cert.verdict is Verdict.INFEASIBLE:
-                message += f" (the iterate is infeasible: {cert.details.get('reason', '')})"
-        stats = {
-            "time": time.perf_counter() - self.t0,
-            "iterations": self.it,
-            "best_iteration": it_out,
-            "evaluations": int(state["evals"]),
-            "certificate_rel_gap": None if cert is None else cert.rel_gap,
-            "certify_time": self.cert_time,
-            "certify_calls": self.cert_calls,
-            "active_set_size": self.history[-1]["active_set"] if self.history else 0,
-            "history": self.history,
-            "dtype": self.dtype,
-            "device": str(next(iter(state["M"].devices()))),
-            "devices": self.n_dev,  # devices the triplets were sharded over
-            "solver_objective": float(state["fx"]),  # the loop's own value at its last iterate (active set)
-        }
-        if self.opts.callback is not None:
-            stats["callback_time"] = self.callback_time
-            stats["callback_calls"] = self.callback_calls
-        if self.smoothed:
-            stats["smoothing"] = float(state["s"])
-        if self.guarded:
-            stats["rollbacks"] = self.total_rejections
-        if "restarts" in state:
-            stats["restarts"] = int(state["restarts"])
-        variables = {k: V_out[k] for k in self.extras}
-        return Solution(M=V_out["M"], objective=float(self.problem.objective(V_out["M"], **variables)),
-                        status=status, backend="jax", solver=name, stats=stats,
-                        message=f"{status.message} ({message})", certificate=cert, variables=variables)
 
-    def factor_result(self, report):
-        """The Solution of a non-convex (factor geometry) solve, or of a convex one no certificate covers: the
-        iterate shown stationary (first-order optimal), else the best iterate seen at a re-check, ``M = L^T L`` with
-        its ``(r, d)`` factor, no certificate, never ``optimal``."""
-        message = report.reason
-        obj, V, it_out = self.current if report.kind in (Outcome.STATIONARY, Outcome.CONVERGED) else self.best
-        status, note = policy.decide(report, NoCertificate.NOT_TAKEN, convex=self.problem.is_convex)
-        if note:
-            message += f"; {note}"
-        state, history = self.state, self.history
-        stats = {"time": time.perf_counter() - self.t0, "iterations": int(state["iterations"]),
-                 "best_iteration": it_out, "evaluations": int(state["evals"]), "history": history,
-                 "stationarity": history[-1].get("stationarity") if history else None,
-                 "active_set_size": history[-1]["active_set"] if history else 0, "smoothing": float(state["s"]),
-                 "solver_objective": float(state["fx"]), "rank": self.setup.declared.rank,
-                 "first_order": history[-1].get("first_order") if history else None}
-        return Solution(M=V["M"], L=V.get("L"), objective=float(self.problem.objective(V["M"])), status=status,
-                        backend="jax", solver=self.solver.name, stats=stats, message=f"{status.message} ({message})")
+# ---------------------------------------------------------------------- results
+def solution(run, report):
+    """A certified optimum, the iterate a callback stopped at, else the best iterate seen at a re-check
+    (certified); the status from :func:`~metricopt.certify.policy.decide`."""
+    message, missing = report.reason, NoCertificate.NOT_TAKEN
+    if report.kind is Outcome.CONVERGED or run.best is None:
+        V_out, it_out = run.certs.V, run.certs.it
+    else:
+        V_out, it_out = run.stopped if report.kind is Outcome.STOPPED else run.best[1:]
+        if run.certs.V is None or V_out is not run.certs.V:
+            if run.budget.limited and time.perf_counter() + run.recheck_time > run.budget.hard:
+                # the certificate searches every triplet like a re-check: not within the time limit
+                run.certs.cert, missing = None, NoCertificate.OUT_OF_TIME
+                message += (f"; certificate skipped: the time limit leaves less than a search of all triplets "
+                            f"takes ({run.recheck_time:.2g} s)")
+            else:
+                run.certs.cert = run.certify_point(V_out, final=True)
+            run.certs.V, run.certs.it = V_out, it_out
+    status, note = policy.decide(report, missing if run.certs.cert is None else run.certs.cert, convex=True)
+    if note:
+        message += f"; {note}"
+    name, state, cert = run.solver.name, run.state, run.certs.cert
+    if V_out is None:
+        return Solution(M=None, objective=float("nan"), status=status, backend="jax", solver=name,
+                        stats={"time": time.perf_counter() - run.t0, "iterations": run.it,
+                               "history": run.history},
+                        message=f"{status.message} ({message})")
+    if cert is not None:
+        message += f"; certified relative gap {cert.rel_gap:.2e}"
+        if cert.verdict is Verdict.INFEASIBLE:
+            message += f" (the iterate is infeasible: {cert.details.get('reason', '')})"
+    stats = {
+        "time": time.perf_counter() - run.t0,
+        "iterations": run.it,
+        "best_iteration": it_out,
+        "evaluations": int(state["evals"]),
+        "certificate_rel_gap": None if cert is None else cert.rel_gap,
+        "certify_time": run.certs.time,
+        "certify_calls": run.certs.calls,
+        "active_set_size": run.history[-1]["active_set"] if run.history else 0,
+        "history": run.history,
+        "dtype": run.dtype,
+        "device": str(next(iter(state["M"].devices()))),
+        "devices": run.n_dev,  # devices the triplets were sharded over
+        "solver_objective": float(state["fx"]),  # the loop's own value at its last iterate (active set)
+    }
+    if run.opts.callback is not None:
+        stats["callback_time"] = run.callback_time
+        stats["callback_calls"] = run.callback_calls
+    if run.smoothed:
+        stats["smoothing"] = float(state["s"])
+    if run.guarded:
+        stats["rollbacks"] = run.total_rejections
+    if "restarts" in state:
+        stats["restarts"] = int(state["restarts"])
+    variables = {k: V_out[k] for k in run.extras}
+    return Solution(M=V_out["M"], objective=float(run.problem.objective(V_out["M"], **variables)),
+                    status=status, backend="jax", solver=name, stats=stats,
+                    message=f"{status.message} ({message})", certificate=cert, variables=variables)
+
+def factor_solution(run, report):
+    """The Solution of a non-convex (factor geometry) solve, or of a convex one no certificate covers: the
+    iterate shown stationary (first-order optimal), else the best iterate seen at a re-check, ``M = L^T L`` with
+    its ``(r, d)`` factor, no certificate, never ``optimal``."""
+    message = report.reason
+    obj, V, it_out = run.current if report.kind in (Outcome.STATIONARY, Outcome.CONVERGED) else run.best
+    status, note = policy.decide(report, NoCertificate.NOT_TAKEN, convex=run.problem.is_convex)
+    if note:
+        message += f"; {note}"
+    state, history = run.state, run.history
+    stats = {"time": time.perf_counter() - run.t0, "iterations": int(state["iterations"]),
+             "best_iteration": it_out, "evaluations": int(state["evals"]), "history": history,
+             "stationarity": history[-1].get("stationarity") if history else None,
+             "active_set_size": history[-1]["active_set"] if history else 0, "smoothing": float(state["s"]),
+             "solver_objective": float(state["fx"]), "rank": run.setup.declared.rank,
+             "first_order": history[-1].get("first_order") if history else None}
+    return Solution(M=V["M"], L=V.get("L"), objective=float(run.problem.objective(V["M"])), status=status,
+                    backend="jax", solver=run.solver.name, stats=stats, message=f"{status.message} ({message})")

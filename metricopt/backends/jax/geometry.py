@@ -1,8 +1,8 @@
 """The feasible sets the JAX solvers move on, and the one JAX PSD projection.
 
-A solver iterates on one square matrix ``Z`` and projects it with :meth:`Geometry.project`;
-:meth:`Geometry.unpack` maps ``Z`` to the problem's variables ``V`` (a dict: ``V["M"]``,
-and ``V["b"]`` for POLA) and :meth:`Geometry.pack_grad` maps the terms' gradients back
+A solver iterates on one square matrix ``Z`` and projects it with :meth:`Parametrization.project`;
+:meth:`Parametrization.unpack` maps ``Z`` to the problem's variables ``V`` (a dict: ``V["M"]``,
+and ``V["b"]`` for POLA) and :meth:`Parametrization.pack_grad` maps the terms' gradients back
 (the chain rule). Three geometries cover the problems:
 
 ``"psd"`` (LMNN)
@@ -86,9 +86,13 @@ def project_psd(S, trace_bound=None, diagonal=False):
 
 
 @dataclass(frozen=True)
-class Geometry:
-    """How the solver's matrix ``Z`` maps to the problem's variables (static and hashable:
-    an argument of the jitted loop). Dynamic arrays (``T``) travel in ``gdata``."""
+class Parametrization:
+    """The JAX solvers' parametrization of a problem's feasible set: how the solver's matrix ``Z`` maps to the
+    problem's variables (``unpack``), the gradients back (``pack_grad``), and the projection onto ``Z``'s set
+    (``project``). Built by :class:`Setup` from the problem's declared :class:`metricopt.protocols.Geometry` (what
+    the set is) plus the backend's choices (preconditioning: ``scaled``); named apart from it because it is how
+    the solver moves on that set, not the set. Static and hashable: an argument of the jitted loop. Dynamic
+    arrays (``T``) travel in ``gdata``."""
 
     kind: str = "psd"
     diagonal: bool = False
@@ -190,7 +194,7 @@ class Setup:
                 scaled = True
         if geo.kind is GeometryKind.BUDGET:
             self.gdata = _budget_whitening(problem, geo)
-        self.geometry = Geometry(geo.kind.value, geo.diagonal, scaled)
+        self.geometry = Parametrization(geo.kind.value, geo.diagonal, scaled)
 
     @property
     def factor(self):

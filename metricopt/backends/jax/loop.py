@@ -29,7 +29,7 @@ class Objective:
     ``objective(Z, s) -> (value, exact_value, gradient)``, the sum over the terms (``value``
     smoothed with width ``s`` where a term is non-smooth, ``exact_value`` not), each term
     with working set evaluated over its (padded) active set; ``Z`` is mapped to the problem's
-    variables and the gradient back by the :class:`~.geometry.Geometry`, whose projection
+    variables and the gradient back by the :class:`~.geometry.Parametrization`, whose projection
     is ``objective.project``.
 
     With ``composite`` terms (:class:`~.prox.Composite`: non-smooth terms with a prox, a constraint term

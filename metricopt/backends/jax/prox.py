@@ -102,7 +102,7 @@ def declares_indicator(term: Any) -> bool:
 
 
 def plan(terms: Sequence[Any], geometry: Any, proximal: bool) -> Composite:
-    """The :class:`Composite` split of ``terms`` on ``geometry`` (a :class:`~.geometry.Geometry`) for a solver that
+    """The :class:`Composite` split of ``terms`` on ``geometry`` (a :class:`~.geometry.Parametrization`) for a solver that
     takes proximal steps (``proximal``) or not. Prox terms on another geometry, or with a solver that takes no
     proximal steps, stay in the smooth part (their smoothed JAX value)."""
     plain = geometry.kind == "psd" and not geometry.scaled and not geometry.diagonal

@@ -1,0 +1,43 @@
+"""The pieces of the JAX backend's driver (:mod:`metricopt.backends.jax.driver`): the stop policy and the
+certificate schedule, on their own."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+
+from metricopt.backends.jax.backend import Options
+from metricopt.backends.jax.driver import CERTIFY_GROWTH, CertificateSchedule, stop_reason
+from metricopt.certify.policy import Outcome
+
+
+def _entry(rel_gap=None, **kw):
+    return {"rel_gap": rel_gap, **kw}
+
+
+def test_stop_policy_order_certificate_then_callback_then_limits():
+    opts = Options.resolve({"tol": 1e-3, "max_iter": 100})
+    common = dict(opts=opts, certifiable=True, online=False)
+    cert = types.SimpleNamespace(rel_gap=1e-4)
+    assert stop_reason(_entry(1e-4), cert, False, True, True, it=100, **common).kind is Outcome.CONVERGED
+    assert stop_reason(_entry(), None, False, True, True, it=100, **common).kind is Outcome.STOPPED
+    assert stop_reason(_entry(), None, False, False, True, it=100, **common).kind is Outcome.ITERATION_LIMIT
+    assert stop_reason(_entry(), None, False, False, True, it=50, **common).kind is Outcome.TIME_LIMIT
+    assert stop_reason(_entry(), None, False, False, False, it=50, **common) is None
+    loose = types.SimpleNamespace(rel_gap=1e-2)
+    assert stop_reason(_entry(1e-2), loose, False, False, False, it=50, **common) is None
+    assert stop_reason(_entry(stationarity=1e-5), None, True, False, False, it=50, **common).kind is Outcome.STATIONARY
+    report = stop_reason(_entry(first_order=1e-5), None, True, False, False, it=50, opts=opts, certifiable=False,
+                         online=False)
+    assert report.kind is Outcome.CONVERGED and "first-order" in report.reason
+
+
+def test_certificate_schedule_spaces_certificates_out_as_the_solve_goes_on():
+    problem = types.SimpleNamespace(n=10, d=2)
+    schedule = CertificateSchedule(problem, Options.resolve({"certify_every": 50, "deterministic": True}))
+    assert schedule.due(0, now=0.0)  # no certificate yet
+    schedule.record(types.SimpleNamespace(rel_gap=1.0), {"M": np.eye(2)}, 1000)
+    assert not schedule.due(1000 + 50, now=0.0)
+    assert schedule.due(1000 + int(CERTIFY_GROWTH * 1000), now=0.0)
+    assert not schedule.timed_spacing
