@@ -311,7 +311,7 @@ def check_classes(y, k=None, method="LMNN"):
 
 def check_problem(problem, caller):
     """Raise :class:`InputError` unless ``problem`` is a metricopt problem (it declares ``terms``, a
-    ``geometry`` and ``is_convex``: :class:`metricopt.protocols.Problem`); the message names ``caller``."""
+    ``geometry`` and ``is_convex``: :class:`metricopt.protocols.ProblemLike`); the message names ``caller``."""
     if problem is not None and all(hasattr(problem, a) for a in ("terms", "geometry", "is_convex")):
         return problem
     hint = ""

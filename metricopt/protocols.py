@@ -6,9 +6,9 @@ metricopt's layers talk through these declarations, never through concrete class
   and CVXPY form (:class:`ExactTerm`), its JAX piece (:class:`JaxTerm`, and optionally a proximal map,
   :class:`ProxTerm` / :class:`PsdProxTerm`, or a projection, :class:`IndicatorTerm`), its certificate piece
   (:class:`CertifiableTerm`: a :class:`DualPiece`, or ``None``), and for a loss with a working set
-  :class:`WorkingSetLoss` (exact backend) and :class:`ActiveSetLoss` (JAX backend); :class:`Term` is the union
+  :class:`WorkingSetLoss` (exact backend) and :class:`ActiveSetLoss` (JAX backend); :class:`TermLike` is the union
   the base class :class:`metricopt.problems.terms.Term` satisfies;
-* a :class:`Problem` declares its data, terms, variables, its :class:`Geometry` (the feasible set the
+* a :class:`ProblemLike` declares its data, terms, variables, its :class:`Geometry` (the feasible set the
   variables live on) and whether it is convex; a problem family adds its capability protocol
   (:class:`TripletProblem`, :class:`PairProblem`, :class:`BudgetProblem`, :class:`LatentProblem`,
   :class:`NeighbourPredictor`);
@@ -30,9 +30,9 @@ from typing import Any, Callable, Generic, Mapping, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["GeometryKind", "Geometry", "DualPiece", "Term", "ExactTerm", "JaxTerm", "ProxTerm", "PsdProxTerm",
+__all__ = ["GeometryKind", "Geometry", "DualPiece", "TermLike", "ExactTerm", "JaxTerm", "ProxTerm", "PsdProxTerm",
            "IndicatorTerm", "CertifiableTerm", "WorkingSetLoss", "ActiveSetLoss", "ScalarLossTerm", "HasPairs",
-           "RepairingTerm", "ProblemConstraint", "Problem", "TripletProblem", "PairProblem", "BudgetProblem",
+           "RepairingTerm", "ProblemConstraint", "ProblemLike", "TripletProblem", "PairProblem", "BudgetProblem",
            "LatentProblem", "NeighbourPredictor", "Backend", "TERM_PROTOCOLS", "PROBLEM_PROTOCOLS",
            "protocol_members", "missing_members"]
 
@@ -144,7 +144,7 @@ class DualPiece:
 # A term's capabilities, each a protocol of the members some layer reads (issue 29): the exact backend and
 # every evaluation read :class:`ExactTerm`, the JAX backend :class:`JaxTerm` (and the optional proximal
 # declarations), the certificates :class:`CertifiableTerm`, the working-set loops :class:`WorkingSetLoss`.
-# :class:`Term` is their union, which :class:`metricopt.problems.terms.Term` (the base class) satisfies.
+# :class:`TermLike` is their union, which :class:`metricopt.problems.terms.Term` (the base class) satisfies.
 
 
 @runtime_checkable
@@ -161,7 +161,7 @@ class ExactTerm(Protocol):
 
         Parameters
         ----------
-        problem : Problem
+        problem : ProblemLike
             The problem the term belongs to (its points, labels, pairs or triplets).
         V : dict
             The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
@@ -178,7 +178,7 @@ class ExactTerm(Protocol):
 
         Parameters
         ----------
-        problem : Problem
+        problem : ProblemLike
             The problem the term belongs to (its points, labels, pairs or triplets).
         V : dict
             The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
@@ -230,7 +230,7 @@ class JaxTerm(Protocol):
 
         Parameters
         ----------
-        problem : Problem
+        problem : ProblemLike
             The problem the term belongs to (its points, labels, pairs or triplets).
 
         Returns
@@ -360,7 +360,7 @@ class CertifiableTerm(Protocol):
 
         Parameters
         ----------
-        problem : Problem
+        problem : ProblemLike
             The problem the term belongs to (its points, labels, pairs or triplets).
 
         Returns
@@ -372,7 +372,7 @@ class CertifiableTerm(Protocol):
 
 
 @runtime_checkable
-class Term(ExactTerm, JaxTerm, CertifiableTerm, Protocol):
+class TermLike(ExactTerm, JaxTerm, CertifiableTerm, Protocol):
     """An objective term, written once for every backend: exact, JAX and certifiable (the union of those
     capabilities, which the base class :class:`metricopt.problems.terms.Term` satisfies; see
     :mod:`metricopt.problems.terms`)."""
@@ -391,7 +391,7 @@ class WorkingSetLoss(Protocol):
 
         Parameters
         ----------
-        problem : Problem
+        problem : ProblemLike
             The problem the term belongs to (its points, labels, pairs or triplets).
         V : dict
             The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
@@ -409,7 +409,7 @@ class WorkingSetLoss(Protocol):
 
         Parameters
         ----------
-        problem : Problem
+        problem : ProblemLike
             The problem the term belongs to (its points, labels, pairs or triplets).
         V : dict
             The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
@@ -434,7 +434,7 @@ class WorkingSetLoss(Protocol):
 
         Parameters
         ----------
-        problem : Problem
+        problem : ProblemLike
             The problem the term belongs to (its points, labels, pairs or triplets).
 
         Returns
@@ -455,7 +455,7 @@ class ActiveSetLoss(Protocol):
 
         Parameters
         ----------
-        problem : Problem
+        problem : ProblemLike
             The problem the term belongs to (its points, labels, pairs or triplets).
         M : (d, d) ndarray
             The metric.
@@ -502,7 +502,7 @@ class RepairingTerm(Protocol):
 
         Parameters
         ----------
-        problem : Problem
+        problem : ProblemLike
             The problem the term belongs to (its points, labels, pairs or triplets).
         V : dict
             The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
@@ -524,7 +524,7 @@ class ProblemConstraint(Protocol):
 
         Parameters
         ----------
-        problem : Problem
+        problem : ProblemLike
             The problem the constraint belongs to.
         V : dict
             The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
@@ -541,7 +541,7 @@ class ProblemConstraint(Protocol):
 
         Parameters
         ----------
-        problem : Problem
+        problem : ProblemLike
             The problem the constraint belongs to.
         V : dict
             The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
@@ -555,14 +555,14 @@ class ProblemConstraint(Protocol):
 
 
 # ------------------------------------------------------------------ problems
-# What the backends, the certificates and the terms read of a problem: :class:`Problem` (every problem; the base
+# What the backends, the certificates and the terms read of a problem: :class:`ProblemLike` (every problem; the base
 # class :class:`metricopt.problems.base.Problem` gives each member a default) and the capability protocols of the
 # problem families. tests/test_architecture.py checks that every member read in ``metricopt/backends`` and
 # ``metricopt/certify`` is declared here.
 
 
 @runtime_checkable
-class Problem(Protocol):
+class ProblemLike(Protocol):
     """A declarative problem: data, terms, constraints and the declarations backends read."""
 
     @property
@@ -575,7 +575,7 @@ class Problem(Protocol):
 
     @property
     def terms(self) -> list:
-        """The objective's terms (:class:`Term`)."""
+        """The objective's terms (:class:`TermLike`)."""
 
     @property
     def constraints(self) -> list:
@@ -793,7 +793,7 @@ class Problem(Protocol):
             The basis, or ``None``.
         """
 
-    def factored(self, rank: int) -> Problem:
+    def factored(self, rank: int) -> ProblemLike:
         """The same objective over ``M = L^T L`` with an ``(rank, d)`` factor ``L`` (non-convex).
 
         Parameters
@@ -803,7 +803,7 @@ class Problem(Protocol):
 
         Returns
         -------
-        Problem
+        ProblemLike
             The factored problem.
         """
 
@@ -817,13 +817,13 @@ class Problem(Protocol):
 
         Returns
         -------
-        list of Term
+        list of TermLike
             The terms.
         """
 
 
 @runtime_checkable
-class TripletProblem(Problem, Protocol):
+class TripletProblem(ProblemLike, Protocol):
     """A problem over LMNN triplets ``(i, j, l)``: anchor ``i``, target neighbour ``j``, impostor ``l``
     (LMNN and its variants); what the triplet losses, the JAX start and the triplet certificates read."""
 
@@ -992,7 +992,7 @@ class TripletProblem(Problem, Protocol):
 
 
 @runtime_checkable
-class PairProblem(Problem, Protocol):
+class PairProblem(ProblemLike, Protocol):
     """A problem over labelled pairs (POLA: a threshold ``b`` and pair margins)."""
 
     @property
@@ -1006,7 +1006,7 @@ class PairProblem(Problem, Protocol):
 
 
 @runtime_checkable
-class BudgetProblem(Problem, Protocol):
+class BudgetProblem(ProblemLike, Protocol):
     """A problem over a similar-pair budget ``<S, M> <= 1`` (MMC)."""
 
     @property
@@ -1024,7 +1024,7 @@ class BudgetProblem(Problem, Protocol):
 
 
 @runtime_checkable
-class LatentProblem(Problem, Protocol):
+class LatentProblem(ProblemLike, Protocol):
     """The convex step of neighbourhood gerrymandering: a structural hinge over latent sets (the latent
     certificate)."""
 
@@ -1145,9 +1145,9 @@ class NeighbourPredictor(Protocol):
 
 
 #: every protocol of the terms, the problems and the backends (tests/test_architecture.py reads their members)
-TERM_PROTOCOLS = (ExactTerm, JaxTerm, ProxTerm, PsdProxTerm, IndicatorTerm, CertifiableTerm, Term, WorkingSetLoss,
+TERM_PROTOCOLS = (ExactTerm, JaxTerm, ProxTerm, PsdProxTerm, IndicatorTerm, CertifiableTerm, TermLike, WorkingSetLoss,
                   ActiveSetLoss, ScalarLossTerm, HasPairs, RepairingTerm, ProblemConstraint)
-PROBLEM_PROTOCOLS = (Problem, TripletProblem, PairProblem, BudgetProblem, LatentProblem, NeighbourPredictor)
+PROBLEM_PROTOCOLS = (ProblemLike, TripletProblem, PairProblem, BudgetProblem, LatentProblem, NeighbourPredictor)
 
 
 def protocol_members(protocol: type) -> frozenset[str]:
@@ -1203,7 +1203,7 @@ class Backend(Protocol):
 
         Parameters
         ----------
-        problem : Problem
+        problem : ProblemLike
             The problem.
 
         Returns

@@ -290,8 +290,8 @@ def test_probes_on_problems_and_terms_are_an_explicit_allow_list():
 
 
 def test_the_base_classes_satisfy_the_protocols():
-    """Every built-in problem satisfies :class:`~metricopt.protocols.Problem` and its family's capability
-    protocol, and every registered term the :class:`~metricopt.protocols.Term` union."""
+    """Every built-in problem satisfies :class:`~metricopt.protocols.ProblemLike` and its family's capability
+    protocol, and every registered term the :class:`~metricopt.protocols.TermLike` union."""
     import numpy as np
 
     import metricopt as mo
@@ -311,15 +311,15 @@ def test_the_base_classes_satisfy_the_protocols():
         (step, P.LatentProblem),
     ]
     for problem, capability in cases:
-        assert P.missing_members(problem, P.Problem) == [], type(problem).__name__
+        assert P.missing_members(problem, P.ProblemLike) == [], type(problem).__name__
         assert P.missing_members(problem, capability) == [], (type(problem).__name__, capability.__name__)
     lmnn = cases[0][0]
     for term in [*lmnn.terms, *step.terms, *cases[3][0].terms, *cases[4][0].terms]:
-        assert isinstance(term, P.Term), term
+        assert isinstance(term, P.TermLike), term
     assert isinstance(lmnn.terms[1], P.WorkingSetLoss) and isinstance(lmnn.terms[1], P.ActiveSetLoss)
     assert isinstance(lmnn.terms[1], P.ScalarLossTerm)
     for name, cls in TERMS.items():
-        assert P.protocol_members(P.Term) <= set(dir(cls)), name
+        assert P.protocol_members(P.TermLike) <= set(dir(cls)), name
 
 
 def _public_names(package):
@@ -365,10 +365,10 @@ def test_local_metrics_and_lowrank_use_only_the_backends_public_api():
     assert not bad, "private imports of backend internals:\n" + "\n".join(bad)
 
 
-#: class names defined in more than one module, on purpose or not yet resolved: ``Options`` is the name the backend
-#: protocol asks each backend module to declare; ``Term`` and ``Problem`` (protocols against their base classes)
-#: remain to be renamed (issue 31)
-SHARED_CLASS_NAMES = {"Options", "Term", "Problem"}
+#: class names defined in more than one module on purpose: ``Options`` is the name the backend protocol asks each
+#: backend module to declare (the protocols of a term and a problem are ``TermLike`` and ``ProblemLike``, apart from
+#: the base classes ``Term`` and ``Problem``)
+SHARED_CLASS_NAMES = {"Options"}
 
 
 def test_no_class_name_is_used_for_two_classes():

@@ -33,7 +33,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._validation import check_n_features, check_X, check_y
 from ..errors import InputError, SolverError
 from ..options import ESTIMATOR_OPTIONS
-from ..protocols import Problem
+from ..protocols import ProblemLike
 from ..solution import Solution
 from ..solving import solve
 from ._params import validate_parameters
@@ -87,7 +87,7 @@ class FitResult:
 
     Attributes
     ----------
-    problem : Problem
+    problem : ProblemLike
         The problem ``predict`` and the certificate refer to (``problem_``).
     solution : Solution
         The solve that produced the metric (``solution_``).
@@ -137,7 +137,7 @@ class ModelState:
     meta : dict
         JSON-ready metadata.
     arrays : dict of str to ndarray
-    problem : Problem or None
+    problem : ProblemLike or None
         The fitted problem (save only: the file records its method and description).
     solutions : dict of str to Solution or None
         ``"solution"`` (the fitted one) and any other the estimator keeps (e.g.
@@ -324,7 +324,7 @@ class ProblemFitMixin:
     def _check_param_combination(self) -> None:
         """Checks that involve several hyperparameters (after each was checked on its own)."""
 
-    def _make_problem(self, X: np.ndarray, y: np.ndarray) -> Problem:  # pragma: no cover - abstract
+    def _make_problem(self, X: np.ndarray, y: np.ndarray) -> ProblemLike:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _solve_options(self) -> dict[str, Any]:
@@ -403,11 +403,11 @@ class ProblemFitMixin:
             params = {**params, "solver_tol": params["tol"], "tol": None}
         return params
 
-    def _problem_from_state(self, X: np.ndarray, y: np.ndarray, state: ModelState) -> Problem:
+    def _problem_from_state(self, X: np.ndarray, y: np.ndarray, state: ModelState) -> ProblemLike:
         """The fitted problem rebuilt from the stored data (no neighbour or cluster search)."""
         return self._make_problem(X, y)
 
-    def _fit_from_state(self, problem: Problem, state: ModelState) -> FitResult:
+    def _fit_from_state(self, problem: ProblemLike, state: ModelState) -> FitResult:
         components = state.array("components") if self._linear_map else None
         n_iter = (state.meta.get("fitted") or {}).get("n_iter")
         return FitResult(problem, state.solutions["solution"], components=components, certificate=state.certificate,

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .terms import Frobenius, HalfSquare, Linear, PairHinge, SqrtDistances, Term, Trace, TripletHinge, TripletLoss
 
     def _problems(base: Problem, nca: NCAProblem, mlcc: MLCCProblem, gerry: GerrymanderingProblem
-                  ) -> tuple[P.Problem, P.Problem, P.Problem, P.Problem]:
+                  ) -> tuple[P.ProblemLike, P.ProblemLike, P.ProblemLike, P.ProblemLike]:
         return base, nca, mlcc, gerry
 
     def _triplet_problems(lmnn: LMNNProblem, kernel: KernelLMNNProblem, multi: MultiMetricLMNNProblem
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     def _terms(base: Term, linear: Linear, trace: Trace, frob: Frobenius, half: HalfSquare, sqrt: SqrtDistances,
                pair: PairHinge, nca: NeighbourhoodComponents, log: LogPartition, latent: LatentHinge,
                l1: OffDiagonalL1, ball: TraceBall, norm: FrobeniusNorm, rows: RowL21
-               ) -> tuple[P.Term, ...]:
+               ) -> tuple[P.TermLike, ...]:
         return base, linear, trace, frob, half, sqrt, pair, nca, log, latent, l1, ball, norm, rows
 
     def _losses(loss: TripletLoss, hinge: TripletHinge, latent: LatentHinge

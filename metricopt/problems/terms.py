@@ -176,7 +176,7 @@ def term_from_config(config: Any) -> Term:
 
 
 class Term:
-    """Base class of objective terms (see the module docstring and :class:`metricopt.protocols.Term`).
+    """Base class of objective terms (see the module docstring and :class:`metricopt.protocols.TermLike`).
 
     A new term overrides ``value`` and ``cvxpy``; for the JAX backend, ``jax_data`` and the pure-JAX
     ``jax_value`` (its gradient then comes from autodiff, or the term overrides ``jax_value_grad``);
