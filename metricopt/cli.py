@@ -835,6 +835,9 @@ def predict(args: argparse.Namespace) -> int:
         if info.get("data") != name:
             raise InputError(f"--split {args.split} recovers the split of the model's own data set "
                              f"({info.get('data')!r}); the data given is {name!r}. Use --split all.")
+        if y is None:  # the stratified split is recovered from the labels
+            raise InputError(f"--split {args.split} recovers the model's stratified split from the labels; {name!r} "
+                             "has no label column. Use --split all.")
         train, test = _split(y, info["test_size"], info["seed"])
         idx = test if args.split == "test" else train
         X, y = X[idx], y[idx]

@@ -162,6 +162,13 @@ def test_fit_csv_with_plot_and_predict_unlabelled(tmp_path, capsys):
     assert code == 0, err
     assert re.search(r"error [\d.]+% \(\d+ of 75 misclassified\)", out)
 
+    # the model's own file, now without its label column: its split cannot be recovered
+    _iris_csv(data, rows=slice(None, None, 2), label=False, header=False)
+    code, _, err = _run(["predict", "--model", str(model), "--data", str(data), "--split", "test"], capsys)
+    assert code == 2
+    assert _one_line_error(err) == (f"metricopt: error: --split test recovers the model's stratified split from the "
+                                    f"labels; {str(data)!r} has no label column. Use --split all.")
+
 
 def test_fit_jax_backend_shows_live_progress_and_history_plot(tmp_path, capsys):
     model, fig = tmp_path / "m.npz", tmp_path / "h.png"
