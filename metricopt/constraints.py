@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .errors import InputError
 from .linalg import sq_dists
 
 #: bytes of float64 work space one block may use
@@ -62,6 +63,12 @@ def target_neighbors(X: ArrayLike, y: ArrayLike, k: int) -> np.ndarray:
     return T
 
 
+#: the most pairs :func:`labels_to_pairs` forms (every pair of ``n`` points: ``n (n - 1) / 2``): 50 million pairs are
+#: 0.8 GB of indices before any pair difference (the differences alone are ``8 d`` bytes a pair), about 10,000
+#: points; MNIST's 60,000 would be 1.8 billion pairs, 29 GB of indices
+MAX_ALL_PAIRS = 50_000_000
+
+
 def labels_to_pairs(y: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """All similar (same-label) and dissimilar pairs ``(a, b)`` with ``a < b``.
 
@@ -76,9 +83,23 @@ def labels_to_pairs(y: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         The same-label pairs.
     dissimilar : (m_d, 2) ndarray of int
         The other pairs.
+
+    Raises
+    ------
+    InputError
+        When the ``n (n - 1) / 2`` pairs exceed :data:`MAX_ALL_PAIRS` (the message gives the memory and what to
+        pass instead).
     """
     y = np.asarray(y)
-    a, b = np.triu_indices(y.shape[0], k=1)
+    n = y.shape[0]
+    count = n * (n - 1) // 2
+    if count > MAX_ALL_PAIRS:
+        raise InputError(
+            f"every pair of the {n:,} points is {count:,} pairs ({16 * count / 1e9:.1f} GB of indices alone, more "
+            f"than the {MAX_ALL_PAIRS:,}-pair limit): pass a sample of pairs instead (MMC: similar= and dissimilar=; "
+            "POLA: pairs= and pair_labels=), or fewer points (every pair suits up to about 10,000)."
+        )
+    a, b = np.triu_indices(n, k=1)
     same = y[a] == y[b]
     return np.stack([a[same], b[same]], 1), np.stack([a[~same], b[~same]], 1)
 

@@ -153,6 +153,13 @@ case(
     f"class); these classes have fewer: {_L1}: 2. Lower k or drop those classes.",
 )
 case(
+    "MMC-every-pair-too-many",
+    lambda: MMCProblem(np.zeros((10_001, 2)), np.arange(10_001) % 2),
+    "every pair of the 10,001 points is 50,005,000 pairs (0.8 GB of indices alone, more than the 50,000,000-pair "
+    "limit): pass a sample of pairs instead (MMC: similar= and dissimilar=; POLA: pairs= and pair_labels=), or fewer "
+    "points (every pair suits up to about 10,000).",
+)
+case(
     "LMNN-continuous-target",
     lambda: LMNNProblem(X0, np.linspace(0.25, 3.0, X0.shape[0])),
     "Unknown label type: 'continuous'. LMNN needs class labels (integers or strings); y holds non-integer values "
