@@ -698,13 +698,6 @@ class SmoothHinge(ScalarLoss):
         return {"width": np.float64(self.width)}
 
     def config(self) -> dict:
-        """The loss as a JSON-serialisable dict ``{"loss": name, **parameters}`` (see :func:`loss_from_config`).
-
-        Returns
-        -------
-        dict
-            The configuration.
-        """
         return {"loss": self.name, "width": float(self.width)}
 
 

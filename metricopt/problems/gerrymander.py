@@ -76,21 +76,6 @@ class FrobeniusTo(Term):
         return np.eye(d) if self.M0 is None else self.M0
 
     def value(self, problem: Any, V: Mapping[str, Any]) -> float:
-        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
-            has one.
-
-        Returns
-        -------
-        float
-            The term's value.
-        """
         return 0.5 * self.lam * float(np.sum((V["M"] - self._M0(problem.d)) ** 2))
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
@@ -152,25 +137,6 @@ class FrobeniusTo(Term):
 
     @staticmethod
     def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
-        """The (smoothed) value alone, in pure JAX.
-
-        Parameters
-        ----------
-        data : dict
-            The arrays of :meth:`jax_data` (as JAX arrays).
-        V : dict
-            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
-            threshold).
-        active : dict or None
-            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
-        smoothing : float
-            The smoothing width of a non-smooth term (0: the exact value).
-
-        Returns
-        -------
-        jax.Array
-            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
-        """
         import jax.numpy as jnp
 
         R = V["M"] - data["M0"]
@@ -205,13 +171,6 @@ class FrobeniusTo(Term):
         return v, v, {"M": data["lam"] * (V["M"] - data["M0"])}
 
     def describe(self) -> str:
-        """A short human-readable name (messages, ``repr``).
-
-        Returns
-        -------
-        str
-            The name.
-        """
         return f"FrobeniusTo(lam={self.lam:g})"
 
     def config(self) -> dict | None:
@@ -323,21 +282,6 @@ class LatentHinge(Term):
         self.C = check_real(C, "C", low=0.0, low_open=True)
 
     def value(self, problem: Any, V: Mapping[str, Any]) -> float:
-        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
-            has one.
-
-        Returns
-        -------
-        float
-            The term's value.
-        """
         res = problem.latent_at(V["M"])
         return self.C * float(np.sum(res.score_hat + res.loss))
 
@@ -475,13 +419,6 @@ class LatentHinge(Term):
         return DualPiece(loss="latent_hinge", weight=self.C)
 
     def describe(self) -> str:
-        """A short human-readable name (messages, ``repr``).
-
-        Returns
-        -------
-        str
-            The name.
-        """
         return f"LatentHinge(C={self.C:g})"
 
 
@@ -573,21 +510,6 @@ class LatentSurrogate(Term):
         self.C = check_real(C, "C", low=0.0, low_open=True)
 
     def value(self, problem: Any, V: Mapping[str, Any]) -> float:
-        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
-            has one.
-
-        Returns
-        -------
-        float
-            The term's value.
-        """
         return self.C * float(np.sum(problem.latent_at(V["M"]).surrogate))
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
@@ -636,13 +558,6 @@ class LatentSurrogate(Term):
         return None
 
     def describe(self) -> str:
-        """A short human-readable name (messages, ``repr``).
-
-        Returns
-        -------
-        str
-            The name.
-        """
         return f"LatentSurrogate(C={self.C:g})"
 
 

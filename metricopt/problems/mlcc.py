@@ -73,21 +73,6 @@ class LogPartition(Term):
         self.offset = float(offset)
 
     def value(self, problem: Any, V: Mapping[str, Any]) -> float:
-        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
-            has one.
-
-        Returns
-        -------
-        float
-            The term's value.
-        """
         from scipy.special import logsumexp
 
         from ..linalg import factor
@@ -165,37 +150,11 @@ class LogPartition(Term):
 
     @staticmethod
     def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
-        """The (smoothed) value alone, in pure JAX.
-
-        Parameters
-        ----------
-        data : dict
-            The arrays of :meth:`jax_data` (as JAX arrays).
-        V : dict
-            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
-            threshold).
-        active : dict or None
-            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
-        smoothing : float
-            The smoothing width of a non-smooth term (0: the exact value).
-
-        Returns
-        -------
-        jax.Array
-            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
-        """
         from jax.scipy.special import logsumexp
 
         return jax_blocked_sum(data, {"M": V["M"]}, lambda idx, logits: logsumexp(logits, axis=1)) + data["offset"]
 
     def describe(self) -> str:
-        """A short human-readable name (messages, ``repr``).
-
-        Returns
-        -------
-        str
-            The name.
-        """
         return "LogPartition"
 
     def config(self) -> dict | None:

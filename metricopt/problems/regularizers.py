@@ -180,13 +180,6 @@ class _Penalty(Term):
         self.lam = check_real(lam, "lam", low=0.0)
 
     def describe(self) -> str:
-        """A short human-readable name (messages, ``repr``).
-
-        Returns
-        -------
-        str
-            The name.
-        """
         return f"{type(self).__name__}(lam={self.lam:g})"
 
     def config(self) -> dict:
@@ -221,21 +214,6 @@ class OffDiagonalL1(_Penalty):
     """
 
     def value(self, problem: Any, V: Mapping[str, Any]) -> float:
-        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
-            has one.
-
-        Returns
-        -------
-        float
-            The term's value.
-        """
         M = np.asarray(V["M"], dtype=np.float64)
         off = ~np.eye(M.shape[0], dtype=bool)
         return self.lam * math.fsum(np.abs(M[off]).tolist())
@@ -281,25 +259,6 @@ class OffDiagonalL1(_Penalty):
 
     @staticmethod
     def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
-        """The (smoothed) value alone, in pure JAX.
-
-        Parameters
-        ----------
-        data : dict
-            The arrays of :meth:`jax_data` (as JAX arrays).
-        V : dict
-            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
-            threshold).
-        active : dict or None
-            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
-        smoothing : float
-            The smoothing width of a non-smooth term (0: the exact value).
-
-        Returns
-        -------
-        jax.Array
-            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
-        """
         import jax.numpy as jnp
 
         return data["lam"] * jnp.sum(data["mask"] * _abs_envelope(V["M"], smoothing * data["scale"]))
@@ -375,21 +334,6 @@ class TraceBall(Term):
         return math.fsum(np.diag(np.asarray(M, dtype=np.float64)).tolist())
 
     def value(self, problem: Any, V: Mapping[str, Any]) -> float:
-        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
-            has one.
-
-        Returns
-        -------
-        float
-            The term's value.
-        """
         return 0.0 if self.trace(V["M"]) <= self.radius else math.inf
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
@@ -456,25 +400,6 @@ class TraceBall(Term):
 
     @staticmethod
     def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
-        """The (smoothed) value alone, in pure JAX.
-
-        Parameters
-        ----------
-        data : dict
-            The arrays of :meth:`jax_data` (as JAX arrays).
-        V : dict
-            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
-            threshold).
-        active : dict or None
-            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
-        smoothing : float
-            The smoothing width of a non-smooth term (0: the exact value).
-
-        Returns
-        -------
-        jax.Array
-            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
-        """
         import jax.numpy as jnp
 
         return jnp.where(jnp.trace(V["M"]) <= data["radius"], 0.0, jnp.inf)
@@ -536,13 +461,6 @@ class TraceBall(Term):
         return TraceBall._inside(data, M - (excess / d) * jnp.eye(d, dtype=M.dtype))
 
     def describe(self) -> str:
-        """A short human-readable name (messages, ``repr``).
-
-        Returns
-        -------
-        str
-            The name.
-        """
         return f"TraceBall(radius={self.radius:g})"
 
     def config(self) -> dict:
@@ -581,21 +499,6 @@ class FrobeniusNorm(_Penalty):
     """
 
     def value(self, problem: Any, V: Mapping[str, Any]) -> float:
-        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
-            has one.
-
-        Returns
-        -------
-        float
-            The term's value.
-        """
         return self.lam * float(np.linalg.norm(np.asarray(V["M"], dtype=np.float64)))
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
@@ -638,25 +541,6 @@ class FrobeniusNorm(_Penalty):
 
     @staticmethod
     def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
-        """The (smoothed) value alone, in pure JAX.
-
-        Parameters
-        ----------
-        data : dict
-            The arrays of :meth:`jax_data` (as JAX arrays).
-        V : dict
-            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
-            threshold).
-        active : dict or None
-            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
-        smoothing : float
-            The smoothing width of a non-smooth term (0: the exact value).
-
-        Returns
-        -------
-        jax.Array
-            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
-        """
         import jax.numpy as jnp
 
         M = V["M"]
@@ -731,21 +615,6 @@ class RowL21(_Penalty):
     """
 
     def value(self, problem: Any, V: Mapping[str, Any]) -> float:
-        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
-            has one.
-
-        Returns
-        -------
-        float
-            The term's value.
-        """
         M = np.asarray(V["M"], dtype=np.float64)
         return self.lam * math.fsum(np.linalg.norm(M, axis=1).tolist())
 
@@ -789,25 +658,6 @@ class RowL21(_Penalty):
 
     @staticmethod
     def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
-        """The (smoothed) value alone, in pure JAX.
-
-        Parameters
-        ----------
-        data : dict
-            The arrays of :meth:`jax_data` (as JAX arrays).
-        V : dict
-            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
-            threshold).
-        active : dict or None
-            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
-        smoothing : float
-            The smoothing width of a non-smooth term (0: the exact value).
-
-        Returns
-        -------
-        jax.Array
-            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
-        """
         import jax.numpy as jnp
 
         M = V["M"]

@@ -383,21 +383,6 @@ class Linear(Term):
         self.name = name
 
     def value(self, problem: Any, V: Mapping[str, Any]) -> float:
-        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
-            has one.
-
-        Returns
-        -------
-        float
-            The term's value.
-        """
         return float(np.sum(self.P * V["M"]))
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
@@ -503,37 +488,11 @@ class Linear(Term):
 
     @staticmethod
     def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
-        """The (smoothed) value alone, in pure JAX.
-
-        Parameters
-        ----------
-        data : dict
-            The arrays of :meth:`jax_data` (as JAX arrays).
-        V : dict
-            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
-            threshold).
-        active : dict or None
-            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
-        smoothing : float
-            The smoothing width of a non-smooth term (0: the exact value).
-
-        Returns
-        -------
-        jax.Array
-            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
-        """
         import jax.numpy as jnp
 
         return jnp.sum(data["P"] * V["M"])
 
     def describe(self) -> str:
-        """A short human-readable name (messages, ``repr``).
-
-        Returns
-        -------
-        str
-            The name.
-        """
         return f"Linear({self.name})"
 
 
@@ -545,21 +504,6 @@ class Trace(Term):
         self.lam = check_real(lam, "lam", low=0.0)
 
     def value(self, problem: Any, V: Mapping[str, Any]) -> float:
-        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
-            has one.
-
-        Returns
-        -------
-        float
-            The term's value.
-        """
         return self.lam * float(np.trace(V["M"]))
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
@@ -648,35 +592,9 @@ class Trace(Term):
 
     @staticmethod
     def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
-        """The (smoothed) value alone, in pure JAX.
-
-        Parameters
-        ----------
-        data : dict
-            The arrays of :meth:`jax_data` (as JAX arrays).
-        V : dict
-            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
-            threshold).
-        active : dict or None
-            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
-        smoothing : float
-            The smoothing width of a non-smooth term (0: the exact value).
-
-        Returns
-        -------
-        jax.Array
-            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
-        """
         return Linear.jax_value(data, V, active, smoothing)
 
     def describe(self) -> str:
-        """A short human-readable name (messages, ``repr``).
-
-        Returns
-        -------
-        str
-            The name.
-        """
         return f"Trace(lam={self.lam:g})"
 
     def config(self) -> dict | None:
@@ -700,21 +618,6 @@ class Frobenius(Term):
         self.lam = check_real(lam, "lam", low=0.0)
 
     def value(self, problem: Any, V: Mapping[str, Any]) -> float:
-        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
-            has one.
-
-        Returns
-        -------
-        float
-            The term's value.
-        """
         return 0.5 * self.lam * float(np.sum(V["M"] ** 2))
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
@@ -775,25 +678,6 @@ class Frobenius(Term):
 
     @staticmethod
     def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
-        """The (smoothed) value alone, in pure JAX.
-
-        Parameters
-        ----------
-        data : dict
-            The arrays of :meth:`jax_data` (as JAX arrays).
-        V : dict
-            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
-            threshold).
-        active : dict or None
-            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
-        smoothing : float
-            The smoothing width of a non-smooth term (0: the exact value).
-
-        Returns
-        -------
-        jax.Array
-            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
-        """
         import jax.numpy as jnp
 
         return 0.5 * data["lam"] * jnp.sum(V["M"] * V["M"])
@@ -827,13 +711,6 @@ class Frobenius(Term):
         return v, v, {"M": data["lam"] * V["M"]}
 
     def describe(self) -> str:
-        """A short human-readable name (messages, ``repr``).
-
-        Returns
-        -------
-        str
-            The name.
-        """
         return f"Frobenius(lam={self.lam:g})"
 
     def config(self) -> dict | None:
@@ -858,21 +735,6 @@ class HalfSquare(Term):
         self.weight = check_real(weight, "weight", low=0.0)  # convex for weight >= 0 only
 
     def value(self, problem: Any, V: Mapping[str, Any]) -> float:
-        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
-            has one.
-
-        Returns
-        -------
-        float
-            The term's value.
-        """
         return 0.5 * self.weight * float(V[self.var]) ** 2
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
@@ -940,25 +802,6 @@ class HalfSquare(Term):
 
     @staticmethod
     def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
-        """The (smoothed) value alone, in pure JAX.
-
-        Parameters
-        ----------
-        data : dict
-            The arrays of :meth:`jax_data` (as JAX arrays).
-        V : dict
-            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
-            threshold).
-        active : dict or None
-            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
-        smoothing : float
-            The smoothing width of a non-smooth term (0: the exact value).
-
-        Returns
-        -------
-        jax.Array
-            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
-        """
         return 0.5 * data["weight"] * V["b"] ** 2
 
     @staticmethod
@@ -990,13 +833,6 @@ class HalfSquare(Term):
         return v, v, {"b": data["weight"] * V["b"]}
 
     def describe(self) -> str:
-        """A short human-readable name (messages, ``repr``).
-
-        Returns
-        -------
-        str
-            The name.
-        """
         return f"HalfSquare({self.var})"
 
 
@@ -1123,21 +959,6 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         return found
 
     def value(self, problem: Any, V: Mapping[str, Any]) -> float:
-        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
-            has one.
-
-        Returns
-        -------
-        float
-            The term's value.
-        """
         if self.weight == 0.0:
             return 0.0
         if type(self.loss) is Hinge:
@@ -1552,13 +1373,6 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         return data["weight"] * jnp.sum(phi * active["mask"])
 
     def describe(self) -> str:
-        """A short human-readable name (messages, ``repr``).
-
-        Returns
-        -------
-        str
-            The name.
-        """
         return f"TripletLoss({self.loss.name}, weight={self.weight:g})"
 
     def config(self) -> dict | None:
@@ -1600,41 +1414,12 @@ class TripletHinge(TripletLoss):
         super().__init__(Hinge(), weight, margin)
 
     def dual_piece(self, problem: Any) -> DualPiece | None:
-        """The term's place in the certificates' dual.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        DualPiece or None
-            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
-            expression (:mod:`metricopt.certify.generic`) where possible.
-        """
         return DualPiece(loss="triplet_hinge", weight=self.weight)
 
     def describe(self) -> str:
-        """A short human-readable name (messages, ``repr``).
-
-        Returns
-        -------
-        str
-            The name.
-        """
         return f"TripletHinge(weight={self.weight:g})"
 
     def config(self) -> dict | None:
-        """The term as a JSON-serialisable dict (model files), or ``None`` when not storable.
-
-        Returns
-        -------
-        dict or None
-            ``{"term": class name, **constructor arguments}``, from which
-            :func:`metricopt.problems.terms.term_from_config` rebuilds it; ``None`` for a term that holds data
-            arrays.
-        """
         return {"term": "TripletHinge", "weight": float(self.weight), "margin": float(self.margin)}
 
 
@@ -1674,21 +1459,6 @@ class SqrtDistances(Term):
         return problem.pair_distances(self.pairs[:, 0], self.pairs[:, 1], M)
 
     def value(self, problem: Any, V: Mapping[str, Any]) -> float:
-        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
-            has one.
-
-        Returns
-        -------
-        float
-            The term's value.
-        """
         return self.weight * float(np.sum(np.sqrt(np.maximum(self.distances(problem, V["M"]), 0.0))))
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
@@ -1779,25 +1549,6 @@ class SqrtDistances(Term):
 
     @staticmethod
     def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
-        """The (smoothed) value alone, in pure JAX.
-
-        Parameters
-        ----------
-        data : dict
-            The arrays of :meth:`jax_data` (as JAX arrays).
-        V : dict
-            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
-            threshold).
-        active : dict or None
-            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
-        smoothing : float
-            The smoothing width of a non-smooth term (0: the exact value).
-
-        Returns
-        -------
-        jax.Array
-            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
-        """
         import jax.numpy as jnp
 
         return data["weight"] * jnp.sum(SqrtDistances._roots(data, V, smoothing)[0])
@@ -1836,13 +1587,6 @@ class SqrtDistances(Term):
                 {"M": data["weight"] * _jax_pair_scatter(data, w)})
 
     def describe(self) -> str:
-        """A short human-readable name (messages, ``repr``).
-
-        Returns
-        -------
-        str
-            The name.
-        """
         return f"SqrtDistances({len(self.pairs)} pairs, weight={self.weight:g})"
 
 
@@ -1875,21 +1619,6 @@ class PairHinge(Term):
         return self.labels * (float(V["b"]) - d)
 
     def value(self, problem: Any, V: Mapping[str, Any]) -> float:
-        """The exact float64 value at a numpy point ``V`` (over every triplet / pair).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
-            has one.
-
-        Returns
-        -------
-        float
-            The term's value.
-        """
         return self.C * float(np.sum(np.maximum(1.0 - self.margins(problem, V), 0.0)))
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
@@ -1972,25 +1701,6 @@ class PairHinge(Term):
 
     @staticmethod
     def jax_value(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
-        """The (smoothed) value alone, in pure JAX.
-
-        Parameters
-        ----------
-        data : dict
-            The arrays of :meth:`jax_data` (as JAX arrays).
-        V : dict
-            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
-            threshold).
-        active : dict or None
-            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
-        smoothing : float
-            The smoothing width of a non-smooth term (0: the exact value).
-
-        Returns
-        -------
-        jax.Array
-            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
-        """
         import jax.numpy as jnp
 
         phi, _ = smoothed_hinge(PairHinge.jax_hinge_arguments(data, V), smoothing)
@@ -2032,11 +1742,4 @@ class PairHinge(Term):
                 {"M": C * _jax_pair_scatter(data, yw), "b": -C * jnp.sum(yw)})
 
     def describe(self) -> str:
-        """A short human-readable name (messages, ``repr``).
-
-        Returns
-        -------
-        str
-            The name.
-        """
         return f"PairHinge({len(self.pairs)} pairs, C={self.C:g})"
