@@ -40,6 +40,7 @@ of LMNN-R are reported as ``STATIONARY`` (or ``ITERATION_LIMIT``), never ``OPTIM
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,7 @@ def _check_rank(n_components, d):
 
 
 # --------------------------------------------------------------------- the objective in L
-def low_rank_objective(problem, L, smoothing=0.0):
+def low_rank_objective(problem: Any, L: Any, smoothing: float = 0.0) -> tuple[float, np.ndarray]:
     r"""The LMNN objective :math:`\varepsilon(L) = f(L^\top L)` and its (sub)gradient in ``L``.
 
     See the module docstring (Weinberger & Saul, JMLR 2009, Eq. 14 at :math:`M = L^\top L`,
@@ -109,7 +110,9 @@ def low_rank_objective(problem, L, smoothing=0.0):
     Parameters
     ----------
     problem : LMNNProblem
+        A single-metric, full (not diagonal) LMNN problem.
     L : (r, d) array_like
+        The factor, ``M = L^T L``.
     smoothing : float, default 0
         Width ``s`` of the Huber-smoothed hinge :math:`\phi_s` (0: the hinge itself, gradient
         with the subgradient ``1[h > 0]``).
@@ -119,6 +122,12 @@ def low_rank_objective(problem, L, smoothing=0.0):
     value : float
         The (smoothed) objective.
     gradient : (r, d) ndarray
+        Its (sub)gradient in ``L``.
+
+    Raises
+    ------
+    InputError
+        For a problem other than a single-metric full LMNNProblem, a non-finite ``L`` or a negative ``smoothing``.
     """
     _check_problem(problem)
     L = _check_L(L, None, problem.d)
@@ -138,7 +147,7 @@ def _check_L(L, r, d, name="L"):
 
 
 # ------------------------------------------------------------------------ stationarity
-def stationarity(problem, L, band=BAND):
+def stationarity(problem: Any, L: Any, band: float = BAND) -> dict:
     r"""Relative stationarity of ``L`` for the rank-constrained LMNN objective :math:`\varepsilon(L)`.
 
     :math:`\varepsilon` is piecewise smooth; at a local minimum some triplets usually sit
@@ -157,10 +166,25 @@ def stationarity(problem, L, band=BAND):
     scale-free as :math:`\lVert g_s\rVert \lVert L\rVert_F / \varepsilon_s(L)` (invariant to rescaling
     the data and the objective): the quantity LMNN-R's solve stops on.
 
+    Parameters
+    ----------
+    problem : LMNNProblem
+        A single-metric, full (not diagonal) LMNN problem.
+    L : (r, d) array_like
+        The factor, ``M = L^T L``.
+    band : float, default 1e-8
+        Half-width of the kink band (the smoothing width is ``2 band``); positive.
+
     Returns
     -------
-    dict with ``relative``, ``gradient_norm`` (:math:`\lVert g_s\rVert`), ``objective`` (the exact
-    :math:`\varepsilon(L)`) and ``band_triplets`` (triplets with :math:`|h_t| < \text{band}`).
+    dict
+        ``relative``, ``gradient_norm`` (:math:`\lVert g_s\rVert`), ``objective`` (the exact
+        :math:`\varepsilon(L)`) and ``band_triplets`` (triplets with :math:`|h_t| < \text{band}`).
+
+    Raises
+    ------
+    InputError
+        For a problem other than a single-metric full LMNNProblem, a non-finite ``L`` or a non-positive ``band``.
     """
     _check_problem(problem)
     L = _check_L(L, None, problem.d)
@@ -248,8 +272,9 @@ def _with_bound(stats, objective, lower):
 
 
 # ------------------------------------------------------------------------------ LMNN-R
-def lmnn_r(problem, n_components, n_restarts=3, random_state=0, tol=1e-6, max_iter=2000, smoothing=True,
-           init=None, band=BAND, convex_bound=True, time_limit=None):
+def lmnn_r(problem: Any, n_components: int, n_restarts: int = 3, random_state: int | None = 0, tol: float = 1e-6,
+           max_iter: int = 2000, smoothing: bool = True, init: Any = None, band: float = BAND, convex_bound: Any = True,
+           time_limit: float | None = None) -> Solution:
     r"""LMNN-R: learn a rectangular ``L`` (``r x d``) on the non-convex LMNN loss
     (Weinberger & Saul, JMLR 2009, Section 5.4; Eq. 14 at :math:`M = L^\top L`).
 
@@ -286,9 +311,11 @@ def lmnn_r(problem, n_components, n_restarts=3, random_state=0, tol=1e-6, max_it
     Parameters
     ----------
     problem : LMNNProblem
+        A single-metric, full (not diagonal) LMNN problem.
     n_components : int
         The rank ``r``, ``1 <= r <= d``.
     n_restarts : int, default 3
+        Descents from different starts (the lowest objective is kept).
     random_state : int or None, default 0
         Seed of the random starts.
     tol : float, default 1e-6
@@ -318,6 +345,12 @@ def lmnn_r(problem, n_components, n_restarts=3, random_state=0, tol=1e-6, max_it
         iterations, evaluations, stationarity, status), ``best_restart``, ``iterations``,
         ``gradient_norm``, ``stationarity``, ``convex_lower_bound``, ``rel_gap_to_convex_bound``,
         ``time``.
+
+    Raises
+    ------
+    InputError
+        ``n_components`` outside ``[1, d]``, a problem other than a single-metric full LMNNProblem, or an
+        invalid option value or ``init``.
     """
     t0 = time.perf_counter()
     _check_problem(problem)
@@ -393,7 +426,7 @@ def lmnn_r(problem, n_components, n_restarts=3, random_state=0, tol=1e-6, max_it
 
 
 # ------------------------------------------------------------------------------ LMNN-S
-def truncate_metric(M, n_components):
+def truncate_metric(M: Any, n_components: int) -> tuple[np.ndarray, np.ndarray]:
     r"""The rank-``r`` eigen-truncation of a PSD ``M``: ``L_r = diag(sqrt(lambda_1..r)) U_r^T``.
 
     ``lambda_1 >= ... >= lambda_d`` are the eigenvalues of ``(M + M^T)/2`` (negative ones clipped
@@ -401,10 +434,24 @@ def truncate_metric(M, n_components):
     approximation of ``M`` in Frobenius norm (Eckart-Young). Weinberger & Saul, JMLR 2009,
     Section 5.4 (LMNN-S).
 
+    Parameters
+    ----------
+    M : (d, d) array_like
+        A finite square (PSD) matrix.
+    n_components : int
+        The rank ``r``, ``1 <= r <= d``.
+
     Returns
     -------
     L_r : (r, d) ndarray
+        The truncated factor.
     eigenvalues : (d,) ndarray, decreasing
+        The eigenvalues of ``(M + M^T)/2``, negative ones clipped to 0.
+
+    Raises
+    ------
+    InputError
+        When ``M`` is not a finite square matrix or ``n_components`` is outside ``[1, d]``.
     """
     M = np.asarray(M, dtype=np.float64)
     if M.ndim != 2 or M.shape[0] != M.shape[1] or not np.all(np.isfinite(M)):
@@ -416,8 +463,8 @@ def truncate_metric(M, n_components):
     return np.sqrt(w[:r])[:, None] * V[:, :r].T, w
 
 
-def lmnn_s(problem, n_components, tol=1e-6, backend="cvxpy", convex_solution=None, convex_bound=True,
-           band=BAND, **solve_options):
+def lmnn_s(problem: Any, n_components: int, tol: float = 1e-6, backend: str = "cvxpy", convex_solution: Any = None,
+           convex_bound: Any = True, band: float = BAND, **solve_options: Any) -> Solution:
     r"""LMNN-S: solve the convex LMNN problem, then truncate its solution to rank ``r``
     (Weinberger & Saul, JMLR 2009, Section 5.4).
 
@@ -439,7 +486,9 @@ def lmnn_s(problem, n_components, tol=1e-6, backend="cvxpy", convex_solution=Non
     Parameters
     ----------
     problem : LMNNProblem
+        A single-metric, full (not diagonal) LMNN problem.
     n_components : int
+        The rank ``r``, ``1 <= r <= d``.
     tol : float
         Relative stationarity threshold (see above).
     backend : {"cvxpy", "jax"}
@@ -452,6 +501,8 @@ def lmnn_s(problem, n_components, tol=1e-6, backend="cvxpy", convex_solution=Non
         solution's own certificate is used too.
     band : float
         Kink band of :func:`stationarity`.
+    **solve_options
+        Options of ``problem.solve`` for the convex solve (e.g. ``tol``, ``max_iter``, ``solver``).
 
     Returns
     -------
@@ -459,6 +510,12 @@ def lmnn_s(problem, n_components, tol=1e-6, backend="cvxpy", convex_solution=Non
         ``L`` the ``(r, d)`` truncation; stats: ``convex_objective``, ``truncation_loss``
         (absolute), ``rel_truncation_loss``, ``eigenvalues``, ``convex_status``,
         ``stationarity``, ``convex_lower_bound``, ``rel_gap_to_convex_bound``, ``time``.
+
+    Raises
+    ------
+    InputError
+        ``n_components`` outside ``[1, d]``, a problem other than a single-metric full LMNNProblem, an invalid
+        ``tol``, ``band`` or ``convex_solution``, or solve options given with ``convex_solution``.
     """
     t0 = time.perf_counter()
     _check_problem(problem)
@@ -534,8 +591,9 @@ def lmnn_s(problem, n_components, tol=1e-6, backend="cvxpy", convex_solution=Non
 
 
 # ------------------------------------------------------------------------------- entry
-def lmnn_low_rank(problem, n_components, method="R", n_restarts=3, random_state=0, tol=1e-6, max_iter=2000,
-                  backend="cvxpy", convex_bound=True, **solve_options):
+def lmnn_low_rank(problem: Any, n_components: int, method: str = "R", n_restarts: int = 3,
+                  random_state: int | None = 0, tol: float = 1e-6, max_iter: int = 2000, backend: str = "cvxpy",
+                  convex_bound: Any = True, **solve_options: Any) -> Solution:
     r"""Low-rank LMNN (Weinberger & Saul, JMLR 10:207-244, 2009, Section 5.4): a rank-``r`` metric
     ``M = L^T L`` with ``L`` of shape ``(r, d)``.
 
@@ -546,6 +604,7 @@ def lmnn_low_rank(problem, n_components, method="R", n_restarts=3, random_state=
     Parameters
     ----------
     problem : LMNNProblem
+        A single-metric, full (not diagonal) LMNN problem.
     n_components : int
         The rank ``r``, ``1 <= r <= d``.
     method : {"R", "S"}, default "R"

@@ -79,6 +79,17 @@ MODULES = (
     "metricopt.solution",
     "metricopt.solving",
     "metricopt.terms",
+    "metricopt.backends",
+    "metricopt.backends.cvxpy_backend",
+    "metricopt.backends.jax",
+    "metricopt.backends.jax.backend",
+    "metricopt.backends.jax.batch",
+    "metricopt.backends.jax.driver",
+    "metricopt.backends.jax.geometry",
+    "metricopt.backends.jax.loop",
+    "metricopt.backends.jax.prox",
+    "metricopt.backends.jax.solvers",
+    "metricopt.lowrank",
 )
 
 SECTION = r"^{}\n-{{3,}}\n"

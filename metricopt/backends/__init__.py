@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import Any, Callable
 
 from .._validation import check_choice
 
@@ -19,16 +20,59 @@ BACKENDS = tuple(_MODULES)
 
 
 def backend_module(name: str) -> ModuleType:
-    """The module of backend ``name`` (``accepts``, ``Options``, ``solve``)."""
+    """The module of backend ``name`` (``accepts``, ``Options``, ``solve``).
+
+    Parameters
+    ----------
+    name : str
+        The backend's name, one of :data:`BACKENDS` (``"cvxpy"``, ``"jax"``).
+
+    Returns
+    -------
+    types.ModuleType
+        The backend's module, imported on first use.
+
+    Raises
+    ------
+    UnknownOptionError
+        When ``name`` is not one of :data:`BACKENDS`.
+    """
     name = check_choice(name, "backend", BACKENDS)
     return importlib.import_module(_MODULES[name])
 
 
-def get_backend(name: str):
-    """Return the solve function of backend ``name``."""
+def get_backend(name: str) -> Callable[..., Any]:
+    """Return the solve function of backend ``name``.
+
+    Parameters
+    ----------
+    name : str
+        The backend's name, one of :data:`BACKENDS`.
+
+    Returns
+    -------
+    callable
+        The backend's ``solve(problem, **options)``.
+
+    Raises
+    ------
+    UnknownOptionError
+        When ``name`` is not one of :data:`BACKENDS`.
+    """
     return backend_module(name).solve
 
 
-def accepting_backends(problem) -> dict:
-    """``{name: (accepted, reason)}`` for every backend."""
+def accepting_backends(problem: Any) -> dict:
+    """``{name: (accepted, reason)}`` for every backend.
+
+    Parameters
+    ----------
+    problem : Problem
+        The declarative problem (its geometry, convexity and terms are read, never its class).
+
+    Returns
+    -------
+    dict
+        Backend name -> ``(accepted, reason)`` as each backend's ``accepts(problem)`` returns it.
+    """
     return {name: backend_module(name).accepts(problem) for name in BACKENDS}

@@ -146,11 +146,26 @@ def _variables(problem):
     return V
 
 
-def program_size(problem, ws_sizes=None):
+def program_size(problem: Any, ws_sizes: Any = None) -> tuple[int, int]:
     """``(rows, width)`` of the exact program's constraint matrix: one row per triplet or pair constraint (with
     ``ws_sizes``, the working sets' sizes; without, every triplet of each working-set term) and ``width`` entries
     of ``vec(M)`` per row (``d^2``; ``d`` for a diagonal metric). ``rows * width`` is what :data:`MAX_ENTRIES`
-    limits."""
+    limits.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    ws_sizes : sequence of int, optional
+        The working sets' sizes, one per working-set term (default: every triplet of each).
+
+    Returns
+    -------
+    rows : int
+        Triplet and pair constraints (of the terms and of ``problem.constraints``).
+    width : int
+        Entries of ``vec(M)`` per row.
+    """
     if ws_sizes is None:
         ws_sizes = [len(t.all_triplets(problem)) for t in problem.terms if t.uses_working_set]
     width = problem.d if problem.geometry.diagonal else problem.d**2
@@ -171,7 +186,7 @@ def _check_size(problem, ws_sizes):
         )
 
 
-def build_program(problem, working_sets=None, solver=None):
+def build_program(problem: Any, working_sets: dict | None = None, solver: str | None = None) -> tuple[cp.Problem, dict]:
     """Compile ``problem`` to ``(cvxpy.Problem, variables)``.
 
     ``working_sets`` maps each working-set term's index to its triplet array; if
@@ -179,6 +194,25 @@ def build_program(problem, working_sets=None, solver=None):
     ``problem.cone_scale`` is applied for Clarabel only (measured on MMC: the interior-point
     solver needs O(1) entries in its cones, while SCS, which rescales the data itself,
     stalls on the rescaled diagonal program).
+
+    For LMNN with every triplet this is Weinberger & Saul's semidefinite program (JMLR 2009, Sec. 3.4: Eq. (14)
+    with a slack variable per hinge), each term and constraint contributing its own CVXPY piece (``term.cvxpy``).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem to compile.
+    working_sets : dict, optional
+        Working-set term index -> its ``(m, 3)`` triplet array (``None``: every triplet).
+    solver : str, optional
+        The conic solver the program is for (``"CLARABEL"`` applies ``problem.cone_scale``).
+
+    Returns
+    -------
+    program : cvxpy.Problem
+        ``minimize(objective / problem.obj_scale)`` subject to the terms' and constraints' constraints.
+    variables : dict
+        The CVXPY variables and constants the terms read (``"M"``, ``"_M"``, extra variables, ``"cone_scale"``).
     """
     V = _variables(problem)
     V["cone_scale"] = float(problem.cone_scale) if solver == "CLARABEL" else 1.0
@@ -295,8 +329,21 @@ def _stopped_on_time(prog, solver, kw, limit):
     return solver == "SCS" and solve_time is not None and solve_time >= limit
 
 
-def accepts(problem) -> tuple[bool, str]:
-    """The exact backend solves convex programs: every geometry but a factor ``L`` (non-convex)."""
+def accepts(problem: Any) -> tuple[bool, str]:
+    """The exact backend solves convex programs: every geometry but a factor ``L`` (non-convex).
+
+    Parameters
+    ----------
+    problem : Problem
+        The declarative problem (its geometry and terms are read).
+
+    Returns
+    -------
+    accepted : bool
+        Whether the problem has objective terms and a geometry other than a factor.
+    reason : str
+        Why not (empty when accepted).
+    """
     if problem.geometry.kind is GeometryKind.FACTOR:
         return False, (f"backend='cvxpy' solves convex programs; {problem.method} over a rectangular factor L "
                        "(M = L^T L) is not convex: use backend='jax'.")
@@ -323,9 +370,29 @@ class Options:
     time_limit: float | None = default("time_limit", NAME)
 
     @classmethod
-    def resolve(cls, problem, options: dict) -> "Options":
+    def resolve(cls, problem: Any, options: dict) -> "Options":
         """Checked options from keyword arguments (``None`` for a number: the default; ``certify=None``: no
-        certificate)."""
+        certificate).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem (its ``default_solver`` when ``solver`` is not given).
+        options : dict
+            The keyword arguments of :func:`solve` (field name -> value).
+
+        Returns
+        -------
+        Options
+            The options, checked, with the solver's name and iteration limit resolved.
+
+        Raises
+        ------
+        UnknownOptionError
+            For an option name the exact backend does not take, or an unknown solver.
+        InputError
+            For a value out of range, or a number given as ``certify``.
+        """
         names = [f.name for f in fields(cls)]
         unknown = sorted(set(options) - set(names))
         if unknown:
@@ -358,11 +425,15 @@ def _check_certify(value):
                      "accuracy is solver_tol.")
 
 
-def solve(problem, **options):
+def solve(problem: Any, **options: Any) -> Solution:
     """Solve ``problem`` exactly through CVXPY.
 
     Parameters
     ----------
+    problem : Problem
+        A convex problem (:func:`accepts`).
+    **options
+        The options below (checked by :meth:`Options.resolve`).
     solver : {"SCS", "CLARABEL"}, optional
         SCS (first-order conic) or Clarabel (interior point). Default: the problem's
         ``default_solver`` (SCS for LMNN; Clarabel for MMC and POLA, whose many small
@@ -416,6 +487,16 @@ def solve(problem, **options):
     Returns
     -------
     Solution
+        The metric, its certificate and the status decided from both (:func:`finalize`).
+
+    Raises
+    ------
+    UnknownOptionError
+        For an unknown option or solver name.
+    InputError
+        For invalid option values.
+    ProblemTooLargeError
+        When the program would exceed :data:`MAX_DIM` or :data:`MAX_ENTRIES`.
     """
     opts = Options.resolve(problem, options)
     budget = Budget.start(opts.time_limit)
@@ -593,10 +674,32 @@ def _first_order_point(problem, budget):
     return rough if rough.M is not None else None
 
 
-def finalize(problem, report, point, certify_tol, t0, missing=None):
+def finalize(problem: Any, report: SolverReport, point: dict, certify_tol: float | bool | None, t0: float | None,
+             missing: NoCertificate | None = None) -> Solution:
     """The Solution of ``point``: a duality-gap certificate attached, and the status decided from the solver's
     ``report`` and that certificate, not from the solver's word alone (:func:`metricopt.certify.policy.settle`,
-    the one status policy)."""
+    the one status policy).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem solved.
+    report : SolverReport
+        What the solver saw.
+    point : dict
+        The Solution's fields but ``status`` and ``message`` (copied, not modified).
+    certify_tol : float, bool or None
+        The certificate's relative-gap tolerance (``None``/``False``: no certificate).
+    t0 : float or None
+        The solve's start (:func:`time.perf_counter`).
+    missing : NoCertificate, optional
+        Why there is no certificate when none is taken.
+
+    Returns
+    -------
+    Solution
+        With its status, certificate and message.
+    """
     return settle(problem, report, point, certify_tol, t0, missing)
 
 

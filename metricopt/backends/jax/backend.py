@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, fields
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 from scipy.optimize import minimize_scalar
@@ -45,7 +45,27 @@ class Options:
 
     @classmethod
     def resolve(cls, options: dict) -> "Options":
-        """Checked options from keyword arguments (``None`` for a number: its default)."""
+        """Checked options from keyword arguments (``None`` for a number: its default).
+
+        Parameters
+        ----------
+        options : dict
+            The keyword arguments of :func:`solve` (field name -> value).
+
+        Returns
+        -------
+        Options
+            The options, checked, with the solver's name resolved (or the given :class:`~.solvers.Solver`).
+
+        Raises
+        ------
+        UnknownOptionError
+            For an option name the JAX backend does not take (including the other backend's shared options) or an
+            unknown solver name.
+        InputError
+            For a value out of range, a ``callback`` that is not callable, or ``precondition`` /
+            ``deterministic`` not ``"auto"``, ``True`` or ``False``.
+        """
         refuse_unused(options, NAME)  # a shared option of the other backend only (solver_tol): saying so
         names = [f.name for f in fields(cls)]
         unknown = sorted(set(options) - set(names))
@@ -86,9 +106,22 @@ def _check_auto_or_bool(value, name):
 OPTIONS = tuple(f.name for f in fields(Options))
 
 
-def accepts(problem):
+def accepts(problem: Any) -> tuple[bool, str]:
     """``(True, "")`` when the JAX backend solves ``problem``, else ``(False, reason)`` (read from the
-    problem's declared geometry and terms)."""
+    problem's declared geometry and terms).
+
+    Parameters
+    ----------
+    problem : Problem
+        The declarative problem.
+
+    Returns
+    -------
+    accepted : bool
+        Whether the JAX backend solves it (:func:`.geometry.accepts`).
+    reason : str
+        Why not (empty when accepted).
+    """
     return _accepts(problem)
 
 def _jax_terms(problem, solver):
@@ -99,7 +132,7 @@ def _jax_terms(problem, solver):
     return problem.jax_terms(online=solver.online)
 
 
-def solve(problem, **options):
+def solve(problem: Any, **options: Any) -> Solution:
     """Solve an LMNN, MMC or soft-margin POLA problem by a first-order method in JAX (float64,
     CPU or GPU); hard-margin POLA by its online algorithm only; a problem with a factor geometry
     (``problem.factored(r)``: ``M = L^T L`` with a rectangular ``L``, non-convex) to a stationary point.
@@ -120,6 +153,10 @@ def solve(problem, **options):
 
     Parameters
     ----------
+    problem : Problem
+        An LMNN-type, MMC or POLA problem, or one with a factor geometry; accepted by :func:`accepts`.
+    **options
+        The options below (checked by :meth:`Options.resolve`; ``None`` for a number: its default).
     solver : {"fista", "subgradient", "online", "newton"} or a Solver instance
         ``"fista"`` (default): accelerated projected gradient with restarts on the problem
         smoothed (hinges to a Huber, MMC's roots near 0) with the width driven down.
@@ -191,10 +228,25 @@ def solve(problem, **options):
         ``None`` go on; any other return value is an error. Exceptions raised by the callback
         propagate. Time spent in the callback counts towards ``time_limit`` and the statistics
         (``stats["callback_time"]``). Used by :mod:`metricopt.early_stopping`.
+
+    Returns
+    -------
+    Solution
+        The final (or, when stopped early by the callback, the requested) iterate with its status, certificate
+        (convex problems) and statistics.
+
+    Raises
+    ------
+    UnknownOptionError
+        For an unknown option or solver name.
+    InputError
+        For invalid option values, a problem the backend does not accept, a solver that needs another geometry
+        (``unconstrained_only`` on a constrained one; ``"online"`` on a problem without an online solver), an
+        invalid ``init``, or ``devices=`` on a problem without triplets to shard.
     """
     t0 = time.perf_counter()  # time_limit counts from here: the start's search and JAX's set-up are in it
     opts = Options.resolve(options)
-    solver = opts.solver if isinstance(opts.solver, Solver) else SOLVERS[opts.solver]
+    solver = opts.solver if isinstance(opts.solver, Solver) else SOLVERS[cast(str, opts.solver)]
     precondition = ("auto" if solver.smoothing else False) if opts.precondition == "auto" else opts.precondition
     precondition = _without_composite(problem, solver, precondition)
     setup = Setup(problem, precondition=precondition)
@@ -257,7 +309,7 @@ def _check_factor(L, r, d, diagonal=False):
     return L
 
 
-def best_scale(problem, M0=None, max_triplets=4_000_000):
+def best_scale(problem: Any, M0: Any = None, max_triplets: int = 4_000_000) -> float:
     r"""``argmin_{c > 0} f(c M0)`` (``M0`` PSD, default the identity) from one triplet search.
 
     Along the ray the hinge term is :math:`w \sum_t [1 + c\,\delta_t]_+` with
@@ -274,7 +326,24 @@ def best_scale(problem, M0=None, max_triplets=4_000_000):
     hinge or loss, or whose search would hold more than
     ``max_triplets`` values, fall back to :func:`_scan_scale` (a search per evaluation). The start
     of FISTA for LMNN and of LMNN-R's restarts. With per-anchor weights (weighted LMNN) the hinge
-    is :math:`w \sum_t w_{i_t} [1 + c\,\delta_t]_+`: the suffix sums carry the weights."""
+    is :math:`w \sum_t w_{i_t} [1 + c\,\delta_t]_+`: the suffix sums carry the weights.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (a :class:`~metricopt.protocols.TripletProblem` with one triplet hinge or loss for the exact
+        ray search; any other through :func:`_scan_scale`).
+    M0 : (d, d) array_like, optional
+        The PSD direction of the ray (default the identity).
+    max_triplets : int, optional
+        The most collected triplet values before falling back to :func:`_scan_scale`.
+
+    Returns
+    -------
+    float
+        The minimising scale ``c`` (within ``[2^-20, 2^20]``, the upper end extended for tiny distances, and
+        below where a constraint term makes the objective infinite).
+    """
     M0 = np.eye(problem.d) if M0 is None else np.asarray(M0, dtype=np.float64)
     hinges = [t for t in problem.terms if t.uses_working_set]
     single = hinges[0] if len(hinges) == 1 and isinstance(hinges[0], CertifiableTerm) else None
@@ -297,7 +366,7 @@ def best_scale(problem, M0=None, max_triplets=4_000_000):
     sw = problem.sample_weight
     while True:
         parts, wparts, count = [], [], 0
-        for i, _, _, h in iter_triplets(Z, problem.y, T, margin=D - 1.0, clusters=problem.clusters):
+        for i, _, _, h in iter_triplets(Z, cast(np.ndarray, problem.y), T, margin=D - 1.0, clusters=problem.clusters):
             parts.append(h - 1.0)
             if sw is not None:
                 wparts.append(sw[i])
@@ -421,7 +490,7 @@ def _mesh(devices, problem):
     return jax.sharding.Mesh(np.array(devs), ("data",))
 
 
-def evaluate(problem, Z, smoothing=0.0, direction=None):
+def evaluate(problem: Any, Z: Any, smoothing: float = 0.0, direction: Any = None) -> tuple:
     """The objective the jitted loop minimises, at the solver's point ``Z`` of ``problem``'s geometry
     (for ``problem.factored(r)``: the ``(r, d)`` factor ``L``), over every triplet within the
     re-check margin: ``(value, exact_value, gradient)`` with the hinge smoothed to width
@@ -429,7 +498,30 @@ def evaluate(problem, Z, smoothing=0.0, direction=None):
     Hessian-vector product ``H(Z) V`` of the smoothed objective as a fourth item (what
     :class:`~.solvers.TrustNewton` computes). With terms that leave the smooth part for FISTA's proximal
     steps (:mod:`.prox`), ``value`` includes their exact value and the gradient is the smooth part's.
-    For tests, stationarity measures and teaching; float64."""
+    For tests, stationarity measures and teaching; float64.
+
+    Parameters
+    ----------
+    problem : Problem
+        A problem the JAX backend accepts.
+    Z : array_like
+        The solver's point of ``problem``'s geometry (unpreconditioned: ``Z = M`` for LMNN).
+    smoothing : float, optional
+        The smoothing width of ``value`` and the gradient (0: exact).
+    direction : array_like, optional
+        ``V``, of ``Z``'s shape: also return ``H(Z) V``.
+
+    Returns
+    -------
+    tuple
+        ``(value, exact_value, gradient)`` (two floats and a float64 array of ``Z``'s shape), and ``H(Z) V`` as a
+        fourth item when ``direction`` is given.
+
+    Raises
+    ------
+    InputError
+        When the backend does not accept ``problem`` or ``smoothing`` is negative.
+    """
     import jax
     import jax.numpy as jnp
 
@@ -450,7 +542,7 @@ def evaluate(problem, Z, smoothing=0.0, direction=None):
         args = (tuple(run.term_classes), run.geometry, run.data, run.gdata, tuple(actives), Zj,
                 jnp.asarray(smoothing, dtype=Zj.dtype))
         value, exact, grad = evaluate_objective(*args, roles=run.roles, composite=run.composite)
-        out = (float(value), float(exact), np.asarray(grad, dtype=np.float64))
+        out: tuple = (float(value), float(exact), np.asarray(grad, dtype=np.float64))
         if direction is not None:
             V = jnp.asarray(np.asarray(direction, dtype=np.float64))
             out += (np.asarray(evaluate_hvp(*args, V, hessian_vector_product, roles=run.roles,

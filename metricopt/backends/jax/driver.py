@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from typing import Any
 
 import numpy as np
 
@@ -102,14 +103,41 @@ class ActiveSets:
         self.sizes, self.saved_sizes = {}, {}
         self.d2 = float(problem.d) ** 2
 
-    def rebuild(self, M, width, it, guard):
+    def rebuild(self, M: np.ndarray, width: float, it: int, guard: bool) -> tuple[list, int, float, int, bool]:
         """Search every triplet at ``M`` within ``width`` and rebuild the active sets (device arrays); with
         ``guard``, a set that grew past :data:`EXPLOSION_FACTOR` times its last size (and :data:`EXPLOSION_MIN`)
         stops the search. Returns ``(actives, sizes, objective of the working-set terms, new violators,
-        exploded)``."""
+        exploded)``.
+
+        Parameters
+        ----------
+        M : numpy.ndarray
+            The metric at which every triplet is searched.
+        width : float
+            Triplets with hinge argument above ``-width`` are active (the margin, or the smoothing width if larger).
+        it : int
+            The iteration (for the capacity buckets' bookkeeping).
+        guard : bool
+            Stop the search when a set explodes (the rollback safeguard).
+
+        Returns
+        -------
+        actives : list
+            Per term, its padded active set as JAX arrays (sharded when several devices), ``None`` for a term
+            without working set.
+        sizes : int
+            The active triplets, all terms together.
+        objective : float
+            The working-set terms' exact value at ``M``.
+        new_violators : int
+            Violated triplets absent from the previous active sets.
+        exploded : bool
+            Whether the guard stopped the search (the other items are then partial).
+        """
         import jax
         import jax.numpy as jnp
 
+        actives: list
         actives, sizes, obj, new_viol = [], 0, 0.0, 0
         for idx, t in enumerate(self.terms):
             if not t.uses_working_set:
@@ -141,16 +169,22 @@ class ActiveSets:
             obj += val
         return actives, sizes, obj, new_viol, False
 
-    def save_sizes(self):
+    def save_sizes(self) -> None:
         """Remember the sizes of this re-check (before a chunk that may be rolled back)."""
         self.saved_sizes = dict(self.sizes)
 
-    def restore_sizes(self):
+    def restore_sizes(self) -> None:
         """The sizes of the re-check before the rolled-back chunk."""
         self.sizes = dict(self.saved_sizes)
 
-    def device_actives(self):
-        """The current active sets as JAX arrays, one entry per term (``None`` for a term without working set)."""
+    def device_actives(self) -> tuple:
+        """The current active sets as JAX arrays, one entry per term (``None`` for a term without working set).
+
+        Returns
+        -------
+        tuple
+            Per term, a dict of JAX arrays or ``None``.
+        """
         import jax.numpy as jnp
 
         actives = [self.current.get(i) for i in range(len(self.terms))]
@@ -174,8 +208,23 @@ class CertificateSchedule:
             det = float(n) ** 2 * float(d) < TIMED_SPACING_WORK
         self.timed_spacing = not det
 
-    def due(self, it, now):
-        """Whether a certificate is due at iteration ``it`` (time ``now``) by the schedule."""
+    def due(self, it: int, now: float) -> bool:
+        """Whether a certificate is due at iteration ``it`` (time ``now``) by the schedule.
+
+        Parameters
+        ----------
+        it : int
+            The iteration.
+        now : float
+            The time (:func:`time.perf_counter`).
+
+        Returns
+        -------
+        bool
+            Always when there is no certificate yet; else after ``max(certify_every, CERTIFY_GROWTH * it_last)``
+            iterations, and with ``timed_spacing`` after an expensive certificate, once ``CERTIFY_SHARE`` times its
+            duration has passed.
+        """
         cert, cert_it = self.cert, self.it
         due = it - cert_it >= max(self.every, int(CERTIFY_GROWTH * cert_it)) if cert else True
         if due and cert is not None and self.timed_spacing and self.last > CERTIFY_SLOW:
@@ -184,21 +233,65 @@ class CertificateSchedule:
             due = now - self.end >= CERTIFY_SHARE * self.last
         return due
 
-    def took(self, start):
-        """Account for a certificate that started at ``start`` and ended now."""
+    def took(self, start: float) -> None:
+        """Account for a certificate that started at ``start`` and ended now.
+
+        Parameters
+        ----------
+        start : float
+            When it started (:func:`time.perf_counter`).
+        """
         self.last = time.perf_counter() - start
         self.end = time.perf_counter()
         self.time += self.last
         self.calls += 1
 
-    def record(self, cert, V, it):
-        """The certificate ``cert`` of the point ``V`` at iteration ``it``."""
+    def record(self, cert: Any, V: dict | None, it: int | None) -> None:
+        """The certificate ``cert`` of the point ``V`` at iteration ``it``.
+
+        Parameters
+        ----------
+        cert : Certificate
+            The certificate.
+        V : dict
+            The point it certifies.
+        it : int
+            The iteration of the point.
+        """
         self.cert, self.V, self.it = cert, V, it
 
 
-def stop_reason(entry, cert, stationary, stop_requested, done, *, it, opts, certifiable, online):
+def stop_reason(entry: dict, cert: Any, stationary: bool, stop_requested: bool, done: bool, *, it: int, opts: Any,
+                certifiable: bool, online: bool) -> SolverReport | None:
     """The stop policy: the :class:`~metricopt.certify.policy.SolverReport` when the solve stops at this re-check,
-    else ``None``: a certified optimum wins over a callback's request, which wins over the iteration or time limit."""
+    else ``None``: a certified optimum wins over a callback's request, which wins over the iteration or time limit.
+
+    Parameters
+    ----------
+    entry : dict
+        The re-check's history entry (``rel_gap``, ``first_order``, ``stationarity``).
+    cert : Certificate or None
+        The last certificate.
+    stationary : bool
+        Whether the iterate is stationary (factor geometry) or first-order optimal (uncertifiable) within ``tol``.
+    stop_requested : bool
+        Whether the callback asked to stop.
+    done : bool
+        Whether ``max_iter`` or the time limit is reached.
+    it : int
+        The iteration.
+    opts : Options
+        The backend's options (``tol``, ``max_iter``, ``time_limit``).
+    certifiable : bool
+        Whether a certificate covers the problem.
+    online : bool
+        Whether an iteration is a pass of an online solver (for the message).
+
+    Returns
+    -------
+    SolverReport or None
+        Converged, stationary, stopped, iteration or time limit; ``None`` to go on.
+    """
     tol = opts.tol
     if entry["rel_gap"] is not None and cert.rel_gap <= tol:
         return SolverReport(Outcome.CONVERGED, f"certificate within tol {tol:.1e} after {it} iterations")
@@ -277,15 +370,37 @@ class Run:
         self.last_probe = None  # factor geometry: the state refreshed at the last re-check (see probe)
         self.current = None  # (objective, V, iteration) at the last re-check
 
-    def objective(self, actives):
-        """The loop's :class:`~.loop.Objective` over the active sets ``actives`` (outside the jitted loop)."""
+    def objective(self, actives: Any) -> Any:
+        """The loop's :class:`~.loop.Objective` over the active sets ``actives`` (outside the jitted loop).
+
+        Parameters
+        ----------
+        actives : sequence
+            Per term, its device active set or ``None``.
+
+        Returns
+        -------
+        Objective
+            ``objective(Z, s) -> (value, exact_value, gradient)``.
+        """
         from .loop import Objective
 
         return Objective(self.term_classes, self.data, tuple(actives), self.geometry, self.gdata, self.roles,
                          self.composite)
 
-    def project(self, Z):
-        """The projection onto the loop's feasible set (with a constraint term's set, :mod:`.prox`)."""
+    def project(self, Z: Any) -> Any:
+        """The projection onto the loop's feasible set (with a constraint term's set, :mod:`.prox`).
+
+        Parameters
+        ----------
+        Z : jax.Array
+            The solver's matrix.
+
+        Returns
+        -------
+        jax.Array
+            Its projection.
+        """
         if not self.composite:
             return self.geometry.project(Z)
         from .loop import evaluate_project
@@ -293,7 +408,20 @@ class Run:
         return evaluate_project(self.term_classes, self.geometry, self.data, Z, composite=self.composite)
 
     # ------------------------------------------------------------------ the loop
-    def run(self):
+    def run(self) -> Solution:
+        """Run the solve: re-checks (active sets, certificate or stationarity, callback, stop policy) alternating
+        with jitted chunks of iterations, within the time limit.
+
+        Returns
+        -------
+        Solution
+            :func:`solution` for a certified problem, else :func:`factor_solution`.
+
+        Raises
+        ------
+        InputError
+            When the callback returns something other than ``True``, ``False`` or ``None``.
+        """
         with self.budget.running():
             return self._run()
 
@@ -339,9 +467,21 @@ class Run:
         return solution(self, report)
 
     # ------------------------------------------------------------------ re-check
-    def recheck(self, V):
+    def recheck(self, V: dict) -> tuple[list, int, float, int, bool]:
         """Rebuild the active sets at ``V["M"]`` (every triplet searched, :meth:`ActiveSets.rebuild`) and evaluate
-        the exact objective. Returns ``(actives, sizes, objective, new violators, exploded)``."""
+        the exact objective. Returns ``(actives, sizes, objective, new violators, exploded)``.
+
+        Parameters
+        ----------
+        V : dict
+            The point (numpy).
+
+        Returns
+        -------
+        tuple
+            ``(actives, sizes, objective, new violators, exploded)`` as :meth:`ActiveSets.rebuild`, the objective
+            now the problem's exact one (the other terms added) unless ``exploded``.
+        """
         guard = self.guarded and self.prev is not None and self.rejections < MAX_REJECTIONS
         width = max(self.opts.margin, float(self.state["s"]))
         actives, sizes, obj, new_viol, exploded = self.active_sets.rebuild(V["M"], width, self.it, guard)
@@ -351,10 +491,23 @@ class Run:
         obj += sum(t.value(self.problem, V) for t in self.problem.terms if not t.uses_working_set)
         return actives, sizes, obj, new_viol, False
 
-    def rolled_back(self, exploded, obj):
+    def rolled_back(self, exploded: bool, obj: float) -> bool:
         """The safeguard: a chunk steps on the active set's model of the objective; where it left the
         region where that model holds (the active set exploded, or the true objective rose by half), roll
-        back to the chunk's start with ten times smaller steps and a re-check after every iteration."""
+        back to the chunk's start with ten times smaller steps and a re-check after every iteration.
+
+        Parameters
+        ----------
+        exploded : bool
+            Whether the re-check's search stopped on an exploding active set.
+        obj : float
+            The exact objective at the re-check.
+
+        Returns
+        -------
+        bool
+            Whether the chunk was rolled back.
+        """
         guard = self.guarded and self.prev is not None and self.rejections < MAX_REJECTIONS
         if not (guard and (exploded or obj - self.prev[2] > BLOWUP * abs(self.prev[2]) or self.rose())):
             return False
@@ -369,9 +522,20 @@ class Run:
                   "failed); rolled back with 10x smaller steps", flush=True)
         return True
 
-    def probe(self, actives):
+    def probe(self, actives: Any) -> dict:
         """The solver's state refreshed on the re-checked active sets, no iteration: the smoothed objective
-        and gradient over every triplet that counts at the current width (factor geometry)."""
+        and gradient over every triplet that counts at the current width (factor geometry).
+
+        Parameters
+        ----------
+        actives : sequence
+            Per term, its device active set or ``None``.
+
+        Returns
+        -------
+        dict
+            The refreshed solver state.
+        """
         import jax.numpy as jnp
 
         from .loop import run_chunk
@@ -379,20 +543,44 @@ class Run:
         return run_chunk(self.solver, self.term_classes, self.geometry, self.data, self.gdata, tuple(actives),
                          self.state, jnp.asarray(0, jnp.int32), self.roles, self.composite)
 
-    def rose(self):
+    def rose(self) -> bool:
         """Factor geometry (non-convex, steps of any length): whether the last chunk raised the smoothed
         objective over *all* triplets (its steps were accepted on the active set's model, which a step can
         leave: a triplet outside the set becomes active), comparing at the same width the value at the
-        chunk's start (``f_start``, over the complete set of the re-check before it) with the value now."""
+        chunk's start (``f_start``, over the complete set of the re-check before it) with the value now.
+
+        Returns
+        -------
+        bool
+            Whether it rose (always ``False`` off the factor geometry or before the first probe).
+        """
         if not self.factor or self.last_probe is None:
             return False
         start, now = float(self.state["f_start"]), float(self.last_probe["f"])
         return now > start + 1e-12 * abs(start)
 
     # ------------------------------------------------------------------ certificate or stationarity
-    def certify_point(self, V, final=False):
+    def certify_point(self, V: dict, final: bool = False) -> Any:
         """The certificate of ``V``; under a ``time_limit`` its conic programs stop by the budget's ``certify_by``
-        (``final``: it ends the solve) or after :data:`MID_CERTIFY_SHARE` of the seconds left."""
+        (``final``: it ends the solve) or after :data:`MID_CERTIFY_SHARE` of the seconds left.
+
+        Parameters
+        ----------
+        V : dict
+            The point (``"M"`` and the extra variables).
+        final : bool, optional
+            Whether the certificate ends the solve (then LMNN's wide restricted dual is tried too).
+
+        Returns
+        -------
+        Certificate
+            :func:`metricopt.certify` of ``V`` at ``tol``.
+
+        Raises
+        ------
+        NotCertifiableError
+            When a term's program needs cones the generic bound does not handle.
+        """
         from ...certify import certify
         from ...certify.lmnn import narrow_only
 
@@ -407,12 +595,32 @@ class Run:
         self.certs.took(tc)
         return cert
 
-    def measure(self, V, entry, actives, now, done):
+    def measure(self, V: dict, entry: dict, actives: Any, now: float, done: bool) -> bool:
         """Convex problems: the certificate when one is due (every ``certify_every`` iterations, more
         sparsely later on: a deterministic schedule, so that a solve is reproducible, unless
         ``timed_spacing`` (``deterministic=False``, or "auto" on a large problem) also spaces expensive
         certificates by wall-clock time; always before giving up). Factor geometry: the relative gradient
-        norm at the current smoothing. Returns whether a non-convex iterate is stationary within ``tol``."""
+        norm at the current smoothing. Returns whether a non-convex iterate is stationary within ``tol``.
+
+        Parameters
+        ----------
+        V : dict
+            The point.
+        entry : dict
+            The re-check's history entry (``rel_gap``, ``stationarity``, ``first_order``, ``certify_time`` set).
+        actives : sequence
+            The re-checked active sets.
+        now : float
+            The time (:func:`time.perf_counter`).
+        done : bool
+            Whether the solve ends at this re-check (a certificate is then taken).
+
+        Returns
+        -------
+        bool
+            Whether the iterate is stationary (factor geometry) or first-order optimal (no certificate) within
+            ``tol``; ``False`` for a certified problem.
+        """
         if not self.certifiable:
             return self.first_order(entry)
         if self.factor:
@@ -441,12 +649,23 @@ class Run:
         entry["certify_time"] = self.certs.time
         return False
 
-    def first_order(self, entry):
+    def first_order(self, entry: dict) -> bool:
         """A convex problem no certificate covers (a term without a dual piece): the relative projected-gradient
         step ``||Z - P(Z - a G)|| / ||Z||`` with ``a = ||Z|| / ||G||`` (zero exactly at a minimiser of a convex
         problem), at the last width of the smoothing; with composite terms (:mod:`.prox`) the proximal-gradient
         step ``||Z - prox_{a g}(Z - a G)|| / ||Z||``, ``G`` the smooth part's gradient
-        (:func:`.loop.prox_gradient_step`). Returns whether it is at most ``tol``."""
+        (:func:`.loop.prox_gradient_step`). Returns whether it is at most ``tol``.
+
+        Parameters
+        ----------
+        entry : dict
+            The re-check's history entry (``first_order`` and ``certify_time`` set).
+
+        Returns
+        -------
+        bool
+            Whether the measure is at most ``tol`` at the smallest smoothing width.
+        """
         import jax.numpy as jnp
 
         if self.composite:
@@ -470,8 +689,19 @@ class Run:
         at_min_width = not self.smoothed or float(self.state["s"]) <= self.solver.s_min * (1 + 1e-9)
         return at_min_width and rel <= self.opts.tol
 
-    def gradient(self, probe):
-        """The objective's gradient at the solver's point (from the refreshed state, or evaluated)."""
+    def gradient(self, probe: dict) -> Any:
+        """The objective's gradient at the solver's point (from the refreshed state, or evaluated).
+
+        Parameters
+        ----------
+        probe : dict
+            The refreshed solver state (:meth:`probe`).
+
+        Returns
+        -------
+        jax.Array
+            The gradient in ``Z``.
+        """
         if "g" in probe:
             return probe["g"]
         import jax.numpy as jnp
@@ -479,9 +709,27 @@ class Run:
         return self.objective(self.active_sets.device_actives())(jnp.asarray(self.Z), self.state["s"])[2]
 
     # ------------------------------------------------------------------ reporting
-    def notify(self, V, entry):
+    def notify(self, V: dict, entry: dict) -> bool:
         """The verbose line and the caller's callback (which sees the re-checked and possibly certified
-        iterate); returns whether the callback asked to stop."""
+        iterate); returns whether the callback asked to stop.
+
+        Parameters
+        ----------
+        V : dict
+            The point.
+        entry : dict
+            The re-check's history entry (passed to the callback with ``M``, ``certificate``, ``variables``).
+
+        Returns
+        -------
+        bool
+            Whether the callback returned ``True``.
+
+        Raises
+        ------
+        InputError
+            When the callback returns something other than ``True``, ``False`` or ``None``.
+        """
         opts, it = self.opts, self.it
         if opts.verbose:
             gap = "" if entry["rel_gap"] is None else f"{entry['rel_gap']:.3e}"
@@ -506,17 +754,49 @@ class Run:
             )
         return bool(answer)
 
-    def stop_reason(self, entry, stationary, stop_requested, done):
-        """The stop policy (:func:`stop_reason`) at this re-check."""
+    def stop_reason(self, entry: dict, stationary: bool, stop_requested: bool, done: bool) -> SolverReport | None:
+        """The stop policy (:func:`stop_reason`) at this re-check.
+
+        Parameters
+        ----------
+        entry : dict
+            The re-check's history entry.
+        stationary : bool
+            Whether the iterate is stationary or first-order optimal within ``tol``.
+        stop_requested : bool
+            Whether the callback asked to stop.
+        done : bool
+            Whether ``max_iter`` or the time limit is reached.
+
+        Returns
+        -------
+        SolverReport or None
+            The report when the solve stops here.
+        """
         return stop_reason(entry, self.certs.cert, stationary, stop_requested, done, it=self.it, opts=self.opts,
                            certifiable=self.certifiable, online=self.online)
 
     # ------------------------------------------------------------------ one chunk
-    def step(self, actives, new_viol, obj):
+    def step(self, actives: Any, new_viol: int, obj: float) -> SolverReport | None:
         """One jitted chunk of iterations (online: one pass over the pairs per iteration), after the
         re-check interval's update and the solver's own step between chunks (FISTA: the smoothing
         continuation). Returns the :class:`~metricopt.certify.policy.SolverReport` when the iterates stalled, else
-        ``None``."""
+        ``None``.
+
+        Parameters
+        ----------
+        actives : sequence
+            The re-checked active sets.
+        new_viol : int
+            New violated triplets at the re-check (none: the re-check interval doubles, adaptive solvers).
+        obj : float
+            The exact objective at the chunk's start (kept for the rollback safeguard).
+
+        Returns
+        -------
+        SolverReport or None
+            The report when the iterates stalled for :data:`STALL_CHUNKS` chunks.
+        """
         import jax.numpy as jnp
 
         from .loop import run_chunk
@@ -566,9 +846,22 @@ class Run:
 
 
 # ---------------------------------------------------------------------- results
-def solution(run, report):
+def solution(run: Run, report: SolverReport) -> Solution:
     """A certified optimum, the iterate a callback stopped at, else the best iterate seen at a re-check
-    (certified); the status from :func:`~metricopt.certify.policy.decide`."""
+    (certified); the status from :func:`~metricopt.certify.policy.decide`.
+
+    Parameters
+    ----------
+    run : Run
+        The finished solve.
+    report : SolverReport
+        Why it stopped.
+
+    Returns
+    -------
+    Solution
+        The iterate with its certificate, status and statistics.
+    """
     message, missing = report.reason, NoCertificate.NOT_TAKEN
     if report.kind is Outcome.CONVERGED or run.best is None:
         V_out, it_out = run.certs.V, run.certs.it
@@ -625,10 +918,23 @@ def solution(run, report):
                     status=status, backend="jax", solver=name, stats=stats,
                     message=f"{status.message} ({message})", certificate=cert, variables=variables)
 
-def factor_solution(run, report):
+def factor_solution(run: Run, report: SolverReport) -> Solution:
     """The Solution of a non-convex (factor geometry) solve, or of a convex one no certificate covers: the
     iterate shown stationary (first-order optimal), else the best iterate seen at a re-check, ``M = L^T L`` with
-    its ``(r, d)`` factor, no certificate, never ``optimal``."""
+    its ``(r, d)`` factor, no certificate, never ``optimal``.
+
+    Parameters
+    ----------
+    run : Run
+        The finished solve.
+    report : SolverReport
+        Why it stopped.
+
+    Returns
+    -------
+    Solution
+        The iterate (``M`` and ``L``), its status and statistics.
+    """
     message = report.reason
     obj, V, it_out = run.current if report.kind in (Outcome.STATIONARY, Outcome.CONVERGED) else run.best
     status, note = policy.decide(report, NoCertificate.NOT_TAKEN, convex=run.problem.is_convex)

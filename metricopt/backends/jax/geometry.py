@@ -44,6 +44,7 @@ and ``V["b"]`` for POLA) and :meth:`Parametrization.pack_grad` maps the terms' g
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -69,12 +70,33 @@ def _clip_spectrum(w, trace_bound=None):
     return jnp.where(jnp.sum(clipped) <= trace_bound, clipped, jnp.maximum(w - theta, 0.0))
 
 
-def project_psd(S, trace_bound=None, diagonal=False):
-    """Frobenius projection onto ``{Z PSD}`` (or ``{Z PSD, trace Z <= trace_bound}``):
+def project_psd(S: Any, trace_bound: float | None = None, diagonal: bool = False) -> Any:
+    r"""Frobenius projection onto ``{Z PSD}`` (or ``{Z PSD, trace Z <= trace_bound}``):
     ``eigh`` of the symmetric part and its eigenvalues projected by :func:`_clip_spectrum`.
     With ``diagonal=True`` the same map is applied to the diagonal (the projection onto
     non-negative diagonal matrices). The JAX backend's only PSD projection (the numpy one
-    is :func:`metricopt.linalg.project_psd`)."""
+    is :func:`metricopt.linalg.project_psd`).
+
+    With :math:`\tfrac12(S + S^T) = V \operatorname{diag}(w) V^T`, the projection is
+    :math:`V \operatorname{diag}(\lambda) V^T` with :math:`\lambda = [w]_+` or, with a bound :math:`\tau` that
+    :math:`[w]_+` exceeds, :math:`\lambda = [w - \theta]_+` with :math:`\theta` such that :math:`\sum \lambda = \tau`
+    (the Euclidean projection of the spectrum onto :math:`\{\lambda \ge 0, \sum \lambda \le \tau\}`). For the
+    PSD cone alone this is Higham's nearest PSD matrix in the Frobenius norm (*Linear Algebra Appl.* 103, 1988).
+
+    Parameters
+    ----------
+    S : jax.Array
+        A square matrix (its symmetric part is projected).
+    trace_bound : float or None, optional
+        The bound ``tau`` on the trace (``None``: the PSD cone alone).
+    diagonal : bool, optional
+        Project the diagonal only (``S`` is taken as diagonal).
+
+    Returns
+    -------
+    jax.Array
+        The projection, symmetric.
+    """
     import jax.numpy as jnp
 
     if diagonal:
@@ -99,7 +121,21 @@ class Parametrization:
     #: psd only: ``M = T Z T`` (a preconditioner ``T`` in ``gdata``)
     scaled: bool = False
 
-    def unpack(self, Z, gdata):
+    def unpack(self, Z: Any, gdata: dict) -> dict:
+        """The problem's variables at the solver's ``Z`` (slicing and matrix products only: numpy or JAX arrays).
+
+        Parameters
+        ----------
+        Z : array
+            The solver's matrix.
+        gdata : dict
+            The geometry's arrays (``T`` for the scaled and budget geometries).
+
+        Returns
+        -------
+        dict
+            ``{"M": M}``; POLA adds ``"b"``, a factor ``"L"`` (module docstring for each map).
+        """
         if self.kind == "factor":
             if self.diagonal:
                 a = Z[0]
@@ -116,7 +152,24 @@ class Parametrization:
             return {"M": Z[:-1, :-1], "b": Z[-1, -1] + 1.0}
         return {"M": Z}
 
-    def pack_grad(self, grads, Z, gdata):
+    def pack_grad(self, grads: dict, Z: Any, gdata: dict) -> Any:
+        """The gradient in ``Z`` from the terms' gradients in the problem's variables (the chain rule of
+        :meth:`unpack`; module docstring).
+
+        Parameters
+        ----------
+        grads : dict
+            Gradients with respect to ``"M"`` (and ``"b"``, ``"L"``), as :meth:`unpack` names the variables.
+        Z : jax.Array
+            The solver's matrix.
+        gdata : dict
+            The geometry's arrays.
+
+        Returns
+        -------
+        jax.Array
+            The gradient, of ``Z``'s shape.
+        """
         import jax.numpy as jnp
 
         if self.kind == "factor":
@@ -142,7 +195,19 @@ class Parametrization:
             return G.at[-1, -1].set(grads.get("b", jnp.zeros((), Z.dtype)))
         return GM
 
-    def project(self, Z):
+    def project(self, Z: Any) -> Any:
+        """The Frobenius projection onto ``Z``'s feasible set (:func:`project_psd`; identity for a factor).
+
+        Parameters
+        ----------
+        Z : jax.Array
+            The solver's matrix.
+
+        Returns
+        -------
+        jax.Array
+            The projection: ``{Z PSD}``, ``{Z PSD, trace Z <= 1}`` (budget) or ``{M PSD, b >= 1}`` (threshold).
+        """
         import jax.numpy as jnp
 
         if self.kind == "factor":
@@ -155,9 +220,22 @@ class Parametrization:
         return project_psd(Z)
 
 
-def accepts(problem):
+def accepts(problem: Any) -> tuple[bool, str]:
     """``(True, "")`` when the JAX backend solves ``problem``, else ``(False, reason)``: read from its
-    declared geometry and terms."""
+    declared geometry and terms.
+
+    Parameters
+    ----------
+    problem : Problem
+        The declarative problem.
+
+    Returns
+    -------
+    accepted : bool
+        Whether every term has a JAX piece and the geometry and constraint terms are ones the backend handles.
+    reason : str
+        Why not (empty when accepted).
+    """
     geo = problem.geometry
     name = type(problem).__name__
     if not problem.terms:
@@ -201,8 +279,19 @@ class Setup:
         """Whether the solver moves a rectangular factor ``L`` (non-convex)."""
         return self.declared.kind is GeometryKind.FACTOR
 
-    def to_point(self, Z):
-        """``V`` (numpy float64) from the solver's ``Z`` (for a factor, ``V["L"]`` too)."""
+    def to_point(self, Z: Any) -> dict:
+        """``V`` (numpy float64) from the solver's ``Z`` (for a factor, ``V["L"]`` too).
+
+        Parameters
+        ----------
+        Z : array_like
+            The solver's matrix.
+
+        Returns
+        -------
+        dict
+            The point: ``"M"`` symmetrised, ``"L"`` for a factor, ``"b"`` (a float) for POLA.
+        """
         Z = np.asarray(Z, dtype=np.float64)
         V = self.geometry.unpack(Z, self.gdata)
         V = {k: (0.5 * (v + v.T) if k == "M" else np.asarray(v, dtype=np.float64) if k == "L" else float(v))
@@ -211,9 +300,25 @@ class Setup:
             V["M"] = np.diag(np.diag(V["M"]))
         return V
 
-    def from_point(self, V):
+    def from_point(self, V: dict) -> np.ndarray:
         """The solver's ``Z`` (numpy) for a point ``V``; for MMC the metric is first scaled onto
-        the budget ``<S, M> = 1`` (MMC's objective grows with the scale of ``M``); for a factor, ``V["L"]``."""
+        the budget ``<S, M> = 1`` (MMC's objective grows with the scale of ``M``); for a factor, ``V["L"]``.
+
+        Parameters
+        ----------
+        V : dict
+            The point: ``"M"`` (and the threshold variable for POLA, ``"L"`` for a factor).
+
+        Returns
+        -------
+        numpy.ndarray
+            The solver's matrix ``Z``.
+
+        Raises
+        ------
+        InputError
+            For MMC, when ``<S, M> <= 0``.
+        """
         kind = self.declared.kind
         if kind is GeometryKind.FACTOR:
             L = np.asarray(V["L"], dtype=np.float64)
@@ -235,9 +340,15 @@ class Setup:
             return Z
         return M
 
-    def initial_point(self):
+    def initial_point(self) -> np.ndarray:
         """The identity metric (MMC: scaled onto the budget; POLA: ``b = 1``; a factor: the top
-        principal directions of the data, ``L = U_r^T``)."""
+        principal directions of the data, ``L = U_r^T``).
+
+        Returns
+        -------
+        numpy.ndarray
+            The solver's starting ``Z``.
+        """
         if self.factor:
             if self.declared.diagonal:
                 return np.ones((1, self.problem.d))
@@ -259,11 +370,24 @@ PRECONDITION_FLOOR = 1e-6
 PRECONDITION_ABOVE = 1e3
 
 
-def pull_preconditioner(problem, min_condition=1.0):
+def pull_preconditioner(problem: Any, min_condition: float = 1.0) -> tuple[np.ndarray, np.ndarray] | None:
     """``(T, T^{-1})`` with ``T = (P / mean eig P)^{-1/2}`` for the linear part ``P`` of ``problem``'s
     terms (their declared dual pieces), or ``None`` when there is none to use (no linear part, a term
     without a dual piece, ``P`` not positive semidefinite) or ``P``'s condition number is at most
-    ``min_condition``."""
+    ``min_condition``.
+
+    Parameters
+    ----------
+    problem : Problem
+        The declarative problem (its terms' dual pieces, :func:`metricopt.certify.dual.dual_summary`).
+    min_condition : float, optional
+        Precondition only when the condition number of ``P`` exceeds this.
+
+    Returns
+    -------
+    tuple of numpy.ndarray or None
+        ``(T, T^{-1})`` (eigenvalues of ``P / mean eig P`` raised to ``PRECONDITION_FLOOR`` first), or ``None``.
+    """
     from ...certify.dual import dual_summary
     from ...errors import NotCertifiableError
 

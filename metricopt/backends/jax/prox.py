@@ -91,20 +91,63 @@ NONE = Composite()
 
 def declares_prox(term: Any) -> bool:
     """Whether a term declares a proximal map (``jax_prox``, :class:`~metricopt.protocols.ProxTerm`) for the loop's
-    proximal steps."""
+    proximal steps.
+
+    Parameters
+    ----------
+    term : Term
+        A term of the problem.
+
+    Returns
+    -------
+    bool
+        Whether ``term`` is a :class:`~metricopt.protocols.ProxTerm`.
+    """
     return isinstance(term, ProxTerm)
 
 
 def declares_indicator(term: Any) -> bool:
     """Whether a term is a set's indicator with a projection onto the set intersected with the PSD cone
-    (:class:`~metricopt.protocols.IndicatorTerm` with ``jax_indicator`` true)."""
+    (:class:`~metricopt.protocols.IndicatorTerm` with ``jax_indicator`` true).
+
+    Parameters
+    ----------
+    term : Term
+        A term of the problem.
+
+    Returns
+    -------
+    bool
+        Whether ``term`` is an :class:`~metricopt.protocols.IndicatorTerm` whose ``jax_indicator`` is true.
+    """
     return isinstance(term, IndicatorTerm) and bool(term.jax_indicator)
 
 
 def plan(terms: Sequence[Any], geometry: Any, proximal: bool) -> Composite:
     """The :class:`Composite` split of ``terms`` on ``geometry`` (a :class:`~.geometry.Parametrization`) for a solver that
     takes proximal steps (``proximal``) or not. Prox terms on another geometry, or with a solver that takes no
-    proximal steps, stay in the smooth part (their smoothed JAX value)."""
+    proximal steps, stay in the smooth part (their smoothed JAX value).
+
+    Parameters
+    ----------
+    terms : sequence of Term
+        The problem's terms, in the loop's order.
+    geometry : Parametrization
+        The feasible set's parametrization; composite terms need the plain PSD one (``Z = M``).
+    proximal : bool
+        Whether the solver takes proximal steps (:attr:`~.solvers.Solver.proximal`).
+
+    Returns
+    -------
+    Composite
+        The indicator term (if any), the prox terms and whether their prox with the PSD cone is exact.
+
+    Raises
+    ------
+    InputError
+        When an indicator term is on a geometry other than the plain PSD one, declares no ``jax_prox_psd``, or
+        when there is more than one indicator term.
+    """
     plain = geometry.kind == "psd" and not geometry.scaled and not geometry.diagonal
     indicators = [i for i, t in enumerate(terms) if declares_indicator(t)]
     if indicators and not plain:
@@ -128,7 +171,26 @@ def plan(terms: Sequence[Any], geometry: Any, proximal: bool) -> Composite:
 
 
 def project(composite: Composite, term_classes: tuple, data: tuple, geometry: Any, Z: Any) -> Any:
-    """The projection onto the feasible set (the geometry's, or the indicator term's within the PSD cone)."""
+    """The projection onto the feasible set (the geometry's, or the indicator term's within the PSD cone).
+
+    Parameters
+    ----------
+    composite : Composite
+        The split of the terms (:func:`plan`).
+    term_classes : tuple
+        The terms' classes, in the loop's order (their static JAX methods).
+    data : tuple
+        Each term's JAX data (a pytree), in the same order.
+    geometry : Parametrization
+        The feasible set's parametrization.
+    Z : jax.Array
+        The point to project.
+
+    Returns
+    -------
+    jax.Array
+        :math:`P_C(Z)`.
+    """
     c = composite.constraint
     if c is None:
         return geometry.project(Z)
@@ -139,7 +201,39 @@ def prox(composite: Composite, term_classes: tuple, data: tuple, geometry: Any, 
          max_inner: int = INNER_MAX, inner_tol: float = INNER_TOL) -> tuple[Any, Any]:
     r"""``(Z, dual)``: :math:`Z = \operatorname{prox}_{t g}(A)` (``t = step``; see the module docstring) and the inner
     loop's multipliers ``dual`` (shape ``(m, n, n)``, warm start and result; ``None`` when there is no inner
-    loop). ``dual`` is expected at the scale of ``step``: the caller rescales a warm start taken at another step."""
+    loop). ``dual`` is expected at the scale of ``step``: the caller rescales a warm start taken at another step.
+
+    The inner loop is the fast dual proximal gradient method (Beck & Teboulle, Oper. Res. Lett. 42(1), 2014)
+    described in the module docstring.
+
+    Parameters
+    ----------
+    composite : Composite
+        The split of the terms (:func:`plan`).
+    term_classes : tuple
+        The terms' classes, in the loop's order (their static JAX methods).
+    data : tuple
+        Each term's JAX data (a pytree), in the same order.
+    geometry : Parametrization
+        The feasible set's parametrization.
+    A : jax.Array
+        The point whose prox is taken (the gradient step's result).
+    step : jax.Array or float
+        The step ``t``.
+    dual : jax.Array or None, optional
+        The inner loop's warm start, shape ``(m, n, n)`` (``None``: zeros).
+    max_inner : int, optional
+        Inner iterations at most.
+    inner_tol : float, optional
+        The inner loop stops when :math:`\|Z_k - Z_{k-1}\|_F \le` ``inner_tol`` :math:`\|Z_k\|_F`.
+
+    Returns
+    -------
+    Z : jax.Array
+        :math:`\operatorname{prox}_{t g}(A)`, in the feasible set.
+    dual : jax.Array or None
+        The inner loop's multipliers (``dual`` unchanged when there is no inner loop).
+    """
     import jax.numpy as jnp
     from jax import lax
 

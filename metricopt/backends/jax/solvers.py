@@ -21,7 +21,7 @@ change the smoothing).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import jax.numpy as jnp
 from jax import lax
@@ -75,27 +75,144 @@ class Solver:
         the caller set it make it a field."""
         return SMOOTHING_MIN
 
-    def init(self, M0):  # pragma: no cover - abstract
+    def init(self, M0: Any) -> dict:  # pragma: no cover - abstract
+        """The solver's state at the starting point ``M0``.
+
+        Parameters
+        ----------
+        M0 : jax.Array
+            The starting point: the geometry's variable ``Z`` (a PSD matrix, or a factor ``L``).
+
+        Returns
+        -------
+        dict
+            The state: the keys every solver holds (module docstring), the objective values infinite until
+            :meth:`refresh`, and the solver's own keys.
+
+        Raises
+        ------
+        NotImplementedError
+            In the base class (abstract).
+        """
         raise NotImplementedError
 
-    def refresh(self, objective, st):  # pragma: no cover - abstract
+    def refresh(self, objective: Any, st: dict) -> dict:  # pragma: no cover - abstract
+        """Recompute the state's cached values after the driver changed the active set (or the width ``s``).
+
+        Parameters
+        ----------
+        objective : Objective
+            ``objective(Z, s) -> (value, exact_value, gradient)`` over the current active set
+            (:class:`~metricopt.backends.jax.loop.Objective`; also ``project``, ``split``, ``prox``).
+        st : dict
+            The solver's state (module docstring).
+
+        Returns
+        -------
+        dict
+            The state with ``f``, ``fx``, ``f_start`` (and the solver's cached gradient, step or radius) at
+            ``st["M"]``.
+
+        Raises
+        ------
+        NotImplementedError
+            In the base class (abstract).
+        """
         raise NotImplementedError
 
-    def update(self, objective, st):  # pragma: no cover - abstract
+    def update(self, objective: Any, st: dict) -> dict:  # pragma: no cover - abstract
+        """One iteration of the solver (traced inside the jitted loop, :func:`~.loop.run_chunk`).
+
+        Parameters
+        ----------
+        objective : Objective
+            ``objective(Z, s) -> (value, exact_value, gradient)`` over the current active set
+            (:class:`~metricopt.backends.jax.loop.Objective`; also ``project``, ``split``, ``prox``).
+        st : dict
+            The solver's state (module docstring).
+
+        Returns
+        -------
+        dict
+            The state after the iteration.
+
+        Raises
+        ------
+        NotImplementedError
+            In the base class (abstract).
+        """
         raise NotImplementedError
 
-    def converged(self, st):
+    def converged(self, st: dict) -> Any:
+        """Whether the chunk may end early (the driver then re-checks, certifies, may change the smoothing).
+
+        Parameters
+        ----------
+        st : dict
+            The solver's state (module docstring).
+
+        Returns
+        -------
+        jax.Array
+            A boolean scalar; the default is never (``False``).
+        """
         return jnp.zeros((), bool)
 
-    def diagnostics(self, st):
+    def diagnostics(self, st: dict) -> dict:
+        """The solver's own values for the iteration log and the report (step, Lipschitz estimate, radius, ...).
+
+        Parameters
+        ----------
+        st : dict
+            The solver's state (module docstring).
+
+        Returns
+        -------
+        dict
+            Name -> Python number (host values: call outside the jitted loop); the default is empty.
+        """
         return {}
 
-    def between_chunks(self, st, smoothed):
-        """The state for the next chunk (e.g. a smaller smoothing width); ``smoothed``: whether any
-        term is smoothed. Default: unchanged."""
+    def between_chunks(self, st: dict, smoothed: bool) -> dict:
+        """The state for the next chunk (e.g. a smaller smoothing width). Default: unchanged.
+
+        Parameters
+        ----------
+        st : dict
+            The solver's state (module docstring).
+        smoothed : bool
+            Whether any term is smoothed (else the width is left as it is).
+
+        Returns
+        -------
+        dict
+            The state the next chunk starts from.
+        """
         return st
 
-    def shorten(self, st, rejected, factor):  # pragma: no cover - only monotone solvers
+    def shorten(self, st: dict, rejected: dict, factor: float) -> dict:  # pragma: no cover - only monotone solvers
+        """The chunk's start ``st`` with shorter steps, after the driver rolled the ``rejected`` chunk back
+        (monotone solvers only).
+
+        Parameters
+        ----------
+        st : dict
+            The state at the start of the rolled-back chunk.
+        rejected : dict
+            The state at the end of the rolled-back chunk.
+        factor : float
+            How much shorter the steps are to be.
+
+        Returns
+        -------
+        dict
+            The state the chunk is retried from.
+
+        Raises
+        ------
+        NotImplementedError
+            For a solver that is not ``monotone``.
+        """
         raise NotImplementedError(f"solver {self.name!r} does not support rollbacks")
 
 
@@ -127,24 +244,42 @@ class Subgradient(Solver):
     shrink: float = 0.5
     step0: float = 0.1
 
-    def init(self, M0):
+    def init(self, M0: Any) -> dict:
         st = _common_state(M0, 0.0)
         st.update(G=jnp.zeros_like(M0), alpha=jnp.zeros((), M0.dtype))
         return st
 
-    def refresh(self, objective, st):
+    def refresh(self, objective: Any, st: dict) -> dict:
         f, fx, G = objective(st["M"], st["s"])
         alpha0 = self.step0 * _norm(st["M"]) / jnp.maximum(_norm(G), 1e-300)
         alpha = jnp.where(st["alpha"] > 0, st["alpha"], alpha0)
         return {**st, "f": f, "fx": fx, "f_start": f, "G": G, "alpha": alpha, "evals": st["evals"] + 1}
 
-    def diagnostics(self, st):
+    def diagnostics(self, st: dict) -> dict:
         return {"step": float(st["alpha"])}
 
-    def converged(self, st):
+    def converged(self, st: dict) -> Any:
         return jnp.zeros((), bool)
 
-    def update(self, objective, st):
+    def update(self, objective: Any, st: dict) -> dict:
+        r"""One step of Weinberger & Saul's projected subgradient method (JMLR 2009, Appendix A, Algorithm 1):
+        :math:`M' = P_{S_+}(M - \alpha G)` (the projection onto the PSD cone, their Eq. (20)) with :math:`G` a
+        subgradient of the exact objective; :math:`M'` is kept and :math:`\alpha` grown by ``grow`` when the
+        objective decreases, else :math:`M` is kept and :math:`\alpha` multiplied by ``shrink``.
+
+        Parameters
+        ----------
+        objective : Objective
+            ``objective(Z, s) -> (value, exact_value, gradient)`` over the current active set
+            (:class:`~metricopt.backends.jax.loop.Objective`).
+        st : dict
+            The solver's state (module docstring).
+
+        Returns
+        -------
+        dict
+            The state after the iteration.
+        """
         Mn = objective.project(st["M"] - st["alpha"] * st["G"])
         f, fx, G = objective(Mn, st["s"])
         dec = f < st["f"]
@@ -180,27 +315,41 @@ class FISTA(Solver):
     l_decrease: float = 0.7
     max_backtrack: int = 40
 
-    def init(self, M0):
+    def init(self, M0: Any) -> dict:
         st = _common_state(M0, self.s0)
         one = jnp.ones((), M0.dtype)
         st.update(Mprev=M0, t=one, L=0.0 * one, restarts=jnp.zeros((), jnp.int32), rejected=jnp.zeros((), jnp.int32),
                   grad_norm=0.0 * one)
         return st
 
-    def refresh(self, objective, st):
+    def refresh(self, objective: Any, st: dict) -> dict:
         f, fx, G = objective(st["M"], st["s"])
         L0 = _norm(G) / jnp.maximum(self.step0 * _norm(st["M"]), 1e-300)
         L = jnp.where(st["L"] > 0, st["L"], L0)
         return {**st, "f": f, "fx": fx, "f_start": f, "L": L, "evals": st["evals"] + 1,
                 "rejected": jnp.zeros((), jnp.int32), "grad_norm": _norm(G)}
 
-    def diagnostics(self, st):
+    def diagnostics(self, st: dict) -> dict:
         return {"L": float(st["L"]), "restarts": int(st["restarts"]), "s": float(st["s"])}
 
-    def between_chunks(self, st, smoothed):
+    def between_chunks(self, st: dict, smoothed: bool) -> dict:
         """Continuation: shrink the smoothing width once the smoothed problem is solved well enough
         (the solver converged at this width, or the last chunk decreased the smoothed objective by less
-        than ``SMOOTHING_PROGRESS`` times the smoothing bias ``f_s(M) - f(M)``); the momentum restarts."""
+        than ``SMOOTHING_PROGRESS`` times the smoothing bias ``f_s(M) - f(M)``); the momentum restarts.
+
+        Parameters
+        ----------
+        st : dict
+            The solver's state at the end of a chunk.
+        smoothed : bool
+            Whether any term is smoothed (else the width is left as it is).
+
+        Returns
+        -------
+        dict
+            The state the next chunk starts from (width ``s * SMOOTHING_DECREASE``, at least ``SMOOTHING_MIN``,
+            and ``L`` scaled by the square root of the ratio of the widths, when the width changes).
+        """
         if not smoothed:
             return st
         progress = float(st["f_start"] - st["f"])
@@ -212,17 +361,62 @@ class FISTA(Solver):
         return {**st, "s": jnp.asarray(s_new, st["s"].dtype), "t": jnp.ones_like(st["t"]),
                 "Mprev": st["M"], "L": st["L"] * (s / s_new) ** 0.5}
 
-    def shorten(self, st, rejected, factor):
+    def shorten(self, st: dict, rejected: dict, factor: float) -> dict:
         """The state ``st`` (a chunk's start) with steps ``factor`` times shorter than the shortest the
-        ``rejected`` chunk took, and the momentum reset."""
+        ``rejected`` chunk took, and the momentum reset.
+
+        Parameters
+        ----------
+        st : dict
+            The state at the start of the rolled-back chunk.
+        rejected : dict
+            The state at the end of the rolled-back chunk.
+        factor : float
+            How much shorter the steps are (the Lipschitz estimate ``L`` is multiplied by it).
+
+        Returns
+        -------
+        dict
+            The state the chunk is retried from.
+        """
         L = jnp.maximum(st["L"], rejected["L"]) * factor
         return {**st, "L": L, "t": jnp.ones_like(st["t"]), "Mprev": st["M"]}
 
-    def converged(self, st):
-        """Two rejected steps in a row: a fixed point of the projected gradient map at this smoothing."""
+    def converged(self, st: dict) -> Any:
+        """Two rejected steps in a row: a fixed point of the projected gradient map at this smoothing.
+
+        Parameters
+        ----------
+        st : dict
+            The solver's state (module docstring).
+
+        Returns
+        -------
+        jax.Array
+            A boolean scalar.
+        """
         return st["rejected"] >= 2
 
-    def update(self, objective, st):
+    def update(self, objective: Any, st: dict) -> dict:
+        r"""One FISTA step (Beck & Teboulle, SIAM J. Imaging Sci. 2(1), 2009) with backtracking and adaptive restart:
+        :math:`t_{k+1} = (1 + \sqrt{1 + 4 t_k^2})/2`, :math:`Y = M_k + \frac{t_k - 1}{t_{k+1}}(M_k - M_{k-1})`,
+        :math:`M^+ = \operatorname{prox}_{g/L}(Y - \nabla f(Y)/L)` with ``L`` doubled from ``l_decrease * L``
+        until the quadratic upper bound holds; a step that increases :math:`f + g` is rejected and the momentum
+        reset (class docstring).
+
+        Parameters
+        ----------
+        objective : Objective
+            ``objective(Z, s) -> (value, exact_value, gradient)`` over the current active set
+            (:class:`~metricopt.backends.jax.loop.Objective`).
+        st : dict
+            The solver's state (module docstring).
+
+        Returns
+        -------
+        dict
+            The state after the iteration.
+        """
         M, s, t = st["M"], st["s"], st["t"]
         t_next = 0.5 * (1.0 + jnp.sqrt(1.0 + 4.0 * t * t))
         Y = M + ((t - 1.0) / t_next) * (M - st["Mprev"])
@@ -293,20 +487,49 @@ class OnlinePOLA(Solver):
     name: ClassVar[str] = "online"
     online: ClassVar[bool] = True
 
-    def init(self, Z0):
+    def init(self, Z0: Any) -> dict:
+        """The state at the starting point ``Z0`` (no smoothing).
+
+        Parameters
+        ----------
+        Z0 : jax.Array
+            The starting point ``blockdiag(M, b - 1)``.
+
+        Returns
+        -------
+        dict
+            The state: the keys every solver holds (module docstring).
+        """
         return _common_state(Z0, 0.0)
 
-    def refresh(self, objective, st):
+    def refresh(self, objective: Any, st: dict) -> dict:
         f, fx, _ = objective(st["M"], st["s"])
         return {**st, "f": f, "fx": fx, "f_start": f, "evals": st["evals"] + 1}
 
-    def diagnostics(self, st):
+    def diagnostics(self, st: dict) -> dict:
         return {}
 
-    def converged(self, st):
+    def converged(self, st: dict) -> Any:
         return jnp.zeros((), bool)
 
-    def update(self, objective, st):
+    def update(self, objective: Any, st: dict) -> dict:
+        """One pass over the pairs (Shalev-Shwartz, Singer & Ng, ICML 2004, Fig. 1): for each pair with a positive
+        loss, the projection onto its margin half-space, then onto ``{M PSD, b >= 1}`` (class docstring); the pairs
+        are visited in a scrambled order that covers each once.
+
+        Parameters
+        ----------
+        objective : Objective
+            ``objective(Z, s) -> (value, exact_value, gradient)`` over the current active set
+            (:class:`~metricopt.backends.jax.loop.Objective`).
+        st : dict
+            The solver's state (module docstring).
+
+        Returns
+        -------
+        dict
+            The state after the iteration.
+        """
         data = objective.loss_data("pair_hinge")
         y = data["y"]
         m = y.shape[0]
@@ -330,9 +553,26 @@ def _dot(A, B):
     return jnp.sum(A * B)
 
 
-def hessian_vector_product(objective, Z, s, V):
-    """``H(Z) V`` for the Hessian of the (smoothed, width ``s``) objective: forward-mode differentiation
-    of its gradient (``jax.jvp``), never a Hessian matrix."""
+def hessian_vector_product(objective: Any, Z: Any, s: Any, V: Any) -> Any:
+    r"""``H(Z) V`` for the Hessian of the (smoothed, width ``s``) objective: forward-mode differentiation
+    of its gradient (``jax.jvp``), never a Hessian matrix.
+
+    Parameters
+    ----------
+    objective : Objective
+        ``objective(Z, s) -> (value, exact_value, gradient)``.
+    Z : jax.Array
+        The point at which the Hessian is taken.
+    s : jax.Array or float
+        The smoothing width.
+    V : jax.Array
+        The direction, of ``Z``'s shape.
+
+    Returns
+    -------
+    jax.Array
+        :math:`\nabla^2 f(Z)[V]`, of ``Z``'s shape.
+    """
     import jax
 
     return jax.jvp(lambda W: objective(W, s)[2], (Z,), (V,))[1]
@@ -414,13 +654,13 @@ class _Continued(Solver):
     s_decrease: float = 0.1
     gtol: float = 1e-11
 
-    def converged(self, st):
+    def converged(self, st: dict) -> Any:
         return st["done"]
 
     def _restart(self, st):  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def between_chunks(self, st, smoothed):
+    def between_chunks(self, st: dict, smoothed: bool) -> dict:
         """Continuation: the next width once this one is solved (``done``)."""
         s = float(st["s"])
         if not smoothed or not bool(st["done"]) or s <= self.s_min * (1 + 1e-12):
@@ -456,7 +696,7 @@ class TrustNewton(_Continued):
     max_trials: int = 30
     dense_max: int = 64
 
-    def init(self, M0):
+    def init(self, M0: Any) -> dict:
         st = _common_state(M0, self.s0)
         one = jnp.ones((), M0.dtype)
         st.update(g=jnp.zeros_like(M0), radius=0.0 * one, grad_norm=0.0 * one, done=jnp.zeros((), bool),
@@ -467,29 +707,65 @@ class TrustNewton(_Continued):
         rel = _norm(g) * _norm(Z) / jnp.maximum(jnp.abs(f), 1e-300)
         return (rel <= self.gtol) | (radius <= 1e-14 * jnp.maximum(_norm(Z), 1e-300))
 
-    def refresh(self, objective, st):
+    def refresh(self, objective: Any, st: dict) -> dict:
         f, fx, g = objective(st["M"], st["s"])
         Z = st["M"]
         radius = jnp.where(st["radius"] > 0, st["radius"], 0.5 * jnp.maximum(_norm(Z), 1e-3))
         return {**st, "f": f, "fx": fx, "f_start": f, "g": g, "radius": radius, "grad_norm": _norm(g),
                 "done": self._solved(f, g, Z, radius), "evals": st["evals"] + 1}
 
-    def diagnostics(self, st):
+    def diagnostics(self, st: dict) -> dict:
         return {"radius": float(st["radius"]), "s": float(st["s"])}
 
     def _restart(self, st):
         # a new width: the radius starts afresh (refresh sets it), a collapsed one would end the chunk at once
         return {**st, "radius": jnp.zeros_like(st["radius"])}
 
-    def shorten(self, st, rejected, factor):
+    def shorten(self, st: dict, rejected: dict, factor: float) -> dict:
         """The chunk's start ``st`` with a radius ``factor`` times below the smaller of the start's (0 after
-        a width change: unset) and the ``rejected`` chunk's."""
+        a width change: unset) and the ``rejected`` chunk's.
+
+        Parameters
+        ----------
+        st : dict
+            The state at the start of the rolled-back chunk.
+        rejected : dict
+            The state at the end of the rolled-back chunk.
+        factor : float
+            The radius is divided by it.
+
+        Returns
+        -------
+        dict
+            The state the chunk is retried from (``done`` cleared).
+        """
         r0, r1 = st["radius"], rejected["radius"]
         return {**st, "radius": jnp.where(r0 > 0, jnp.minimum(r0, r1), r1) / factor, "done": jnp.zeros((), bool)}
 
-    def update(self, objective, st):
-        """One accepted step: trial steps with the radius shrunk after each rejection until one decreases
-        the objective enough (at most ``max_trials``), or the radius collapses (then ``done``)."""
+    def update(self, objective: Any, st: dict) -> dict:
+        r"""One accepted step: trial steps with the radius shrunk after each rejection until one decreases
+        the objective enough (at most ``max_trials``), or the radius collapses (then ``done``).
+
+        Each trial minimises the model :math:`m(p) = f + \langle g, p\rangle + \tfrac12\langle p, Hp\rangle` in
+        :math:`\|p\| \le \Delta` (Steihaug-Toint truncated CG, Nocedal & Wright, *Numerical Optimization*, 2nd ed.,
+        Alg. 7.2; exactly, from the assembled Hessian, for at most ``dense_max`` variables) and is accepted when
+        :math:`\rho = (f(Z) - f(Z + p)) / (m(0) - m(p)) > \eta`; the radius then adapts to :math:`\rho` as in
+        Nocedal & Wright's Alg. 4.1 (shrunk to a quarter of the step's length, doubled after a very successful
+        step at the boundary).
+
+        Parameters
+        ----------
+        objective : Objective
+            ``objective(Z, s) -> (value, exact_value, gradient)`` over the current active set
+            (:class:`~metricopt.backends.jax.loop.Objective`).
+        st : dict
+            The solver's state (module docstring).
+
+        Returns
+        -------
+        dict
+            The state after the accepted step (the start when no trial was accepted; then ``done``).
+        """
         Z, s, f, g = st["M"], st["s"], st["f"], st["g"]
         hvp = lambda V: hessian_vector_product(objective, Z, s, V)
         gn = _norm(g)
@@ -568,7 +844,7 @@ class LBFGS(_Continued):
     memory: int = 10
     max_step: float = 1.0
 
-    def init(self, M0):
+    def init(self, M0: Any) -> dict:
         st = _common_state(M0, self.s0)
         n, m = M0.size, self.memory
         st.update(g=jnp.zeros_like(M0), S=jnp.zeros((m, n), M0.dtype), Y=jnp.zeros((m, n), M0.dtype),
@@ -579,18 +855,18 @@ class LBFGS(_Continued):
     def _solved(self, f, g, Z):
         return _norm(g) * _norm(Z) / jnp.maximum(jnp.abs(f), 1e-300) <= self.gtol
 
-    def refresh(self, objective, st):
+    def refresh(self, objective: Any, st: dict) -> dict:
         f, fx, g = objective(st["M"], st["s"])
         return {**st, "f": f, "fx": fx, "f_start": f, "g": g, "grad_norm": _norm(g),
                 "done": self._solved(f, g, st["M"]), "evals": st["evals"] + 1}
 
-    def diagnostics(self, st):
+    def diagnostics(self, st: dict) -> dict:
         return {"step": float(st["step"]), "s": float(st["s"])}
 
     def _restart(self, st):
         return {**st, "k": jnp.zeros_like(st["k"])}  # the memory (CG: the direction) starts afresh
 
-    def shorten(self, st, rejected, factor):
+    def shorten(self, st: dict, rejected: dict, factor: float) -> dict:
         return {**self._restart(st), "done": jnp.zeros((), bool)}
 
     def _direction(self, st):
@@ -618,7 +894,25 @@ class LBFGS(_Continued):
 
         return -lax.fori_loop(0, m, forward, gamma * q).reshape(st["M"].shape)
 
-    def update(self, objective, st):
+    def update(self, objective: Any, st: dict) -> dict:
+        """One L-BFGS iteration (Nocedal & Wright, *Numerical Optimization*, 2nd ed., Alg. 7.4 and 7.5): the
+        direction ``-H_k g`` by the two-loop recursion (steepest descent when it is not a descent direction), an
+        Armijo backtracking step from the unit step capped at ``max_step * ||Z||``, and the pair ``(s_k, y_k)``
+        stored when ``<s_k, y_k> > 0``.
+
+        Parameters
+        ----------
+        objective : Objective
+            ``objective(Z, s) -> (value, exact_value, gradient)`` over the current active set
+            (:class:`~metricopt.backends.jax.loop.Objective`).
+        st : dict
+            The solver's state (module docstring).
+
+        Returns
+        -------
+        dict
+            The state after the iteration.
+        """
         Z, s, f, g = st["M"], st["s"], st["f"], st["g"]
         d = self._direction(st)
         descent = _dot(g, d) < 0
@@ -654,7 +948,25 @@ class ConjugateGradient(LBFGS):
     memory: int = 1
     restart: int = 50
 
-    def update(self, objective, st):
+    def update(self, objective: Any, st: dict) -> dict:
+        """One Polak-Ribiere+ conjugate-gradient iteration (Nocedal & Wright, Sec. 5.2):
+        ``beta = max(0, <g, g - g_prev> / <g_prev, g_prev>)``, ``d = -g + beta d_prev`` (``-g`` every ``restart``
+        iterations or when ``d`` is not a descent direction), then Armijo backtracking from the step that repeats
+        the last first-order decrease (Nocedal & Wright, Eq. 3.60).
+
+        Parameters
+        ----------
+        objective : Objective
+            ``objective(Z, s) -> (value, exact_value, gradient)`` over the current active set
+            (:class:`~metricopt.backends.jax.loop.Objective`).
+        st : dict
+            The solver's state (module docstring).
+
+        Returns
+        -------
+        dict
+            The state after the iteration.
+        """
         Z, s, f, g = st["M"], st["s"], st["f"], st["g"]
         d_prev, g_prev, k = st["S"][0].reshape(Z.shape), st["Y"][0].reshape(Z.shape), st["k"]
         fresh = (k == 0) | (k % self.restart == 0)
