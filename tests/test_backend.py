@@ -426,3 +426,19 @@ def test_max_iter_reaches_the_conic_solver_as_given(tiny_lmnn, monkeypatch, solv
     tiny_lmnn.solve(solver=solver, max_iter=given, certify=None)
     key = "max_iters" if solver == "SCS" else "max_iter"
     assert seen and all(kw.get(key) == passed for kw in seen if kw.get("solver") == solver)
+
+
+def test_program_size_counts_every_triplet_without_forming_them():
+    """``program_size`` (the demo's rule, the size check) counts a triplet problem's triplets by formula; the count
+    equals the formed triplets for LMNN, multi-metric LMNN and weighted LMNN."""
+    import metricopt as mo
+    from metricopt.backends.cvxpy_backend import program_size
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(30, 3)), np.arange(30) % 3
+    problems = [mo.LMNNProblem(X, y, k=2), mo.MultiMetricLMNNProblem(X, y, k=2),
+                mo.LMNNProblem(X, y, k=2, sample_weight=rng.uniform(0.5, 1.5, 30))]
+    for p in problems:
+        formed = sum(len(t.all_triplets(p)) for t in p.terms if t.uses_working_set)
+        rows, width = program_size(p)
+        assert rows == formed and width == p.d ** 2, type(p).__name__
