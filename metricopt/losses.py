@@ -321,63 +321,12 @@ class Hinge(ScalarLoss):
     smooth = False
 
     def value(self, h: np.ndarray) -> np.ndarray:
-        r""":math:`\ell(h)` elementwise (float64).
-
-        Parameters
-        ----------
-        h : ndarray
-            Hinge arguments :math:`h`.
-
-        Returns
-        -------
-        ndarray
-            The loss values.
-
-        Raises
-        ------
-        InputError
-            When the input holds NaN.
-        """
         return np.maximum(self._array(h, "value"), 0.0)
 
     def derivative(self, h: np.ndarray) -> np.ndarray:
-        r"""A subgradient :math:`\ell\'(h) \in [0, \bar a]` elementwise (float64).
-
-        Parameters
-        ----------
-        h : ndarray
-            Hinge arguments :math:`h`.
-
-        Returns
-        -------
-        ndarray
-            The (sub)derivatives.
-
-        Raises
-        ------
-        InputError
-            When the input holds NaN.
-        """
         return (self._array(h, "derivative") > 0).astype(np.float64)
 
     def conjugate(self, a: np.ndarray) -> np.ndarray:
-        r""":math:`\ell^*(a)` elementwise, rounded up; ``+inf`` outside :math:`[0, \bar a]`.
-
-        Parameters
-        ----------
-        a : ndarray
-            Dual values :math:`a`.
-
-        Returns
-        -------
-        ndarray
-            Upper bounds on :math:`\ell^*(a)`.
-
-        Raises
-        ------
-        InputError
-            When the input holds NaN.
-        """
         a = self._array(a, "conjugate")
         return np.where((a >= 0) & (a <= 1.0), 0.0, np.inf)
 
@@ -398,22 +347,6 @@ class Hinge(ScalarLoss):
 
     @staticmethod
     def jax_value(h: Any, smoothing: Any) -> tuple[Any, Any]:
-        """``(phi, dphi)``: the loss the JAX backend minimises and its derivative, in JAX.
-
-        Parameters
-        ----------
-        h : jax.Array
-            Hinge arguments :math:`h`.
-        smoothing : float
-            The smoothing width (0: the loss itself; ignored by a smooth loss).
-
-        Returns
-        -------
-        phi : jax.Array
-            The (smoothed) loss values.
-        dphi : jax.Array
-            Their derivatives.
-        """
         return smoothed_hinge(h, smoothing)
 
     @classmethod
@@ -450,104 +383,25 @@ class SquaredHinge(ScalarLoss):
     smooth = True
 
     def value(self, h: np.ndarray) -> np.ndarray:
-        r""":math:`\ell(h)` elementwise (float64).
-
-        Parameters
-        ----------
-        h : ndarray
-            Hinge arguments :math:`h`.
-
-        Returns
-        -------
-        ndarray
-            The loss values.
-
-        Raises
-        ------
-        InputError
-            When the input holds NaN.
-        """
         p = np.maximum(self._array(h, "value"), 0.0)
         return p * p
 
     def derivative(self, h: np.ndarray) -> np.ndarray:
-        r"""A subgradient :math:`\ell\'(h) \in [0, \bar a]` elementwise (float64).
-
-        Parameters
-        ----------
-        h : ndarray
-            Hinge arguments :math:`h`.
-
-        Returns
-        -------
-        ndarray
-            The (sub)derivatives.
-
-        Raises
-        ------
-        InputError
-            When the input holds NaN.
-        """
         return 2.0 * np.maximum(self._array(h, "derivative"), 0.0)
 
     def conjugate(self, a: np.ndarray) -> np.ndarray:
-        r""":math:`\ell^*(a)` elementwise, rounded up; ``+inf`` outside :math:`[0, \bar a]`.
-
-        Parameters
-        ----------
-        a : ndarray
-            Dual values :math:`a`.
-
-        Returns
-        -------
-        ndarray
-            Upper bounds on :math:`\ell^*(a)`.
-
-        Raises
-        ------
-        InputError
-            When the input holds NaN.
-        """
         a = self._array(a, "conjugate")
         with np.errstate(over="ignore"):
             up = round_up((a * a) * 0.25, 2)  # one rounding in a * a (the power-of-two factor is exact or subnormal)
         return np.where(a < 0, np.inf, np.where(a == 0, 0.0, up))
 
     def cvxpy(self, xi: Any) -> Any:
-        r""":math:`\ell(\xi)` elementwise as a convex (DCP) CVXPY expression, for :math:`\xi \ge 0`.
-
-        Parameters
-        ----------
-        xi : cvxpy.Expression
-            The (non-negative) slacks :math:`\xi`.
-
-        Returns
-        -------
-        cvxpy.Expression
-            The loss of each slack.
-        """
         import cvxpy as cp
 
         return cp.square(xi)
 
     @staticmethod
     def jax_value(h: Any, smoothing: Any) -> tuple[Any, Any]:
-        """``(phi, dphi)``: the loss the JAX backend minimises and its derivative, in JAX.
-
-        Parameters
-        ----------
-        h : jax.Array
-            Hinge arguments :math:`h`.
-        smoothing : float
-            The smoothing width (0: the loss itself; ignored by a smooth loss).
-
-        Returns
-        -------
-        phi : jax.Array
-            The (smoothed) loss values.
-        dphi : jax.Array
-            Their derivatives.
-        """
         import jax.numpy as jnp
 
         p = jnp.maximum(h, 0.0)
@@ -581,82 +435,19 @@ class SmoothHinge(ScalarLoss):
         self.width = check_real(width, "width", low=0.0, low_open=True)
 
     def value(self, h: np.ndarray) -> np.ndarray:
-        r""":math:`\ell(h)` elementwise (float64).
-
-        Parameters
-        ----------
-        h : ndarray
-            Hinge arguments :math:`h`.
-
-        Returns
-        -------
-        ndarray
-            The loss values.
-
-        Raises
-        ------
-        InputError
-            When the input holds NaN.
-        """
         h = self._array(h, "value")
         s = self.width
         return np.where(h <= 0, 0.0, np.where(h < s, h * h / (2.0 * s), h - 0.5 * s))
 
     def derivative(self, h: np.ndarray) -> np.ndarray:
-        r"""A subgradient :math:`\ell\'(h) \in [0, \bar a]` elementwise (float64).
-
-        Parameters
-        ----------
-        h : ndarray
-            Hinge arguments :math:`h`.
-
-        Returns
-        -------
-        ndarray
-            The (sub)derivatives.
-
-        Raises
-        ------
-        InputError
-            When the input holds NaN.
-        """
         return np.clip(self._array(h, "derivative") / self.width, 0.0, 1.0)
 
     def conjugate(self, a: np.ndarray) -> np.ndarray:
-        r""":math:`\ell^*(a)` elementwise, rounded up; ``+inf`` outside :math:`[0, \bar a]`.
-
-        Parameters
-        ----------
-        a : ndarray
-            Dual values :math:`a`.
-
-        Returns
-        -------
-        ndarray
-            Upper bounds on :math:`\ell^*(a)`.
-
-        Raises
-        ------
-        InputError
-            When the input holds NaN.
-        """
         a = self._array(a, "conjugate")
         up = round_up((self.width * a) * a * 0.5, 3)  # two roundings in the products, one in the halving (subnormal)
         return np.where((a < 0) | (a > 1.0), np.inf, np.where(a == 0, 0.0, up))
 
     def cvxpy(self, xi: Any) -> Any:
-        r""":math:`\ell(\xi)` elementwise as a convex (DCP) CVXPY expression, for :math:`\xi \ge 0`.
-
-        Parameters
-        ----------
-        xi : cvxpy.Expression
-            The (non-negative) slacks :math:`\xi`.
-
-        Returns
-        -------
-        cvxpy.Expression
-            The loss of each slack.
-        """
         import cvxpy as cp
 
         # cp.huber(x, s) = x^2 for |x| <= s, 2 s |x| - s^2 beyond: divided by 2 s, the Huber hinge for x >= 0

@@ -79,60 +79,15 @@ class FrobeniusTo(Term):
         return 0.5 * self.lam * float(np.sum((V["M"] - self._M0(problem.d)) ** 2))
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
-        """The term as a CVXPY expression and extra constraints.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
-            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
-        ws : ndarray or None
-            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
-            otherwise.
-
-        Returns
-        -------
-        expression : cvxpy.Expression
-            The term over the variables.
-        constraints : list
-            Extra constraints (e.g. on slack variables), possibly empty.
-        """
         return 0.5 * self.lam * cp.sum_squares(V["M"] - self._M0(problem.d)), []
 
     def dual_piece(self, problem: Any) -> DualPiece | None:
-        """The term's place in the certificates' dual.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        DualPiece or None
-            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
-            expression (:mod:`metricopt.certify.generic`) where possible.
-        """
         M0 = self._M0(problem.d)
         return DualPiece(linear=-self.lam * M0, strong_convexity=self.lam, constant=0.5 * self.lam * float(np.sum(M0 * M0)))
 
     has_jax = True
 
     def jax_data(self, problem: Any) -> dict:
-        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        dict
-            Numpy float64 / int arrays by name.
-        """
         return {"lam": np.float64(self.lam), "M0": self._M0(problem.d)}
 
     @staticmethod
@@ -144,29 +99,6 @@ class FrobeniusTo(Term):
 
     @staticmethod
     def jax_value_grad(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> tuple[Any, Any, dict]:
-        """``(value, exact_value, gradients)`` at ``V``, in pure JAX.
-
-        Parameters
-        ----------
-        data : dict
-            The arrays of :meth:`jax_data` (as JAX arrays).
-        V : dict
-            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
-            threshold).
-        active : dict or None
-            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
-        smoothing : float
-            The smoothing width of a non-smooth term (0: the exact value).
-
-        Returns
-        -------
-        value : jax.Array
-            The (smoothed) value a solver minimises.
-        exact_value : jax.Array
-            The unsmoothed value.
-        gradients : dict
-            The gradient of ``value`` for each variable the term depends on (``"M"`` symmetric).
-        """
         v = FrobeniusTo.jax_value(data, V)
         return v, v, {"M": data["lam"] * (V["M"] - data["M0"])}
 
@@ -373,26 +305,6 @@ class LatentHinge(Term):
         return rows, worst
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
-        """The term as a CVXPY expression and extra constraints.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
-            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
-        ws : ndarray or None
-            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
-            otherwise.
-
-        Returns
-        -------
-        expression : cvxpy.Expression
-            The term over the variables.
-        constraints : list
-            Extra constraints (e.g. on slack variables), possibly empty.
-        """
         if ws is None or ws.shape[0] == 0:
             raise InputError("the latent hinge needs its working set of rows (i, h).")
         anchors, members = ws[:, 0], ws[:, 1:]
@@ -403,19 +315,6 @@ class LatentHinge(Term):
         return self.C * cp.sum(xi), [xi[anchors] >= lam - A @ V["Mvec"]]
 
     def dual_piece(self, problem: Any) -> DualPiece | None:
-        """The term's place in the certificates' dual.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        DualPiece or None
-            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
-            expression (:mod:`metricopt.certify.generic`) where possible.
-        """
         return DualPiece(loss="latent_hinge", weight=self.C)
 
     def describe(self) -> str:
@@ -542,19 +441,6 @@ class LatentSurrogate(Term):
                          "(GerrymanderingProblem.step) or use metricopt.GerrymanderingKNN.")
 
     def dual_piece(self, problem: Any) -> DualPiece | None:
-        """The term's place in the certificates' dual.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        DualPiece or None
-            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
-            expression (:mod:`metricopt.certify.generic`) where possible.
-        """
         return None
 
     def describe(self) -> str:

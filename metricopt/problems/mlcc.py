@@ -83,26 +83,6 @@ class LogPartition(Term):
         return total + self.offset
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
-        """The term as a CVXPY expression and extra constraints.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
-            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
-        ws : ndarray or None
-            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
-            otherwise.
-
-        Returns
-        -------
-        expression : cvxpy.Expression
-            The term over the variables.
-        constraints : list
-            Extra constraints (e.g. on slack variables), possibly empty.
-        """
         n = problem.n
         if n * (n - 1) > MAX_EXACT_PAIRS:
             from ..errors import ProblemTooLargeError
@@ -118,34 +98,9 @@ class LogPartition(Term):
         return cp.sum(cp.log_sum_exp(-T, axis=1)) + self.offset, []
 
     def dual_piece(self, problem: Any) -> DualPiece | None:
-        """The term's place in the certificates' dual.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        DualPiece or None
-            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
-            expression (:mod:`metricopt.certify.generic`) where possible.
-        """
         return None  # no certifier for it yet: certify raises NotCertifiableError
 
     def jax_data(self, problem: Any) -> dict:
-        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        dict
-            Numpy float64 / int arrays by name.
-        """
         return {"X": problem.X - problem.X.mean(axis=0), **jax_rows(problem.n), "offset": np.float64(self.offset)}
 
     @staticmethod
@@ -158,15 +113,6 @@ class LogPartition(Term):
         return "LogPartition"
 
     def config(self) -> dict | None:
-        """The term as a JSON-serialisable dict (model files), or ``None`` when not storable.
-
-        Returns
-        -------
-        dict or None
-            ``{"term": class name, **constructor arguments}``, from which
-            :func:`metricopt.problems.terms.term_from_config` rebuilds it; ``None`` for a term that holds data
-            arrays.
-        """
         return {"term": "LogPartition", "offset": self.offset}
 
 

@@ -296,42 +296,12 @@ class PairBudget(Constraint):
         self.bound = float(bound)
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any]) -> list:
-        """Its CVXPY constraints over the variables ``V``.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the constraint belongs to.
-        V : dict
-            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
-            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
-
-        Returns
-        -------
-        list
-            CVXPY constraints.
-        """
         T = V.get("_T")
         if T is not None:  # the exact backend's M = T Z T^T: <S, T Z T^T> = <T^T S T, Z>, formed in float64 first
             return [cp.sum(cp.multiply(T.T @ self.S @ T, V["_M"])) <= self.bound]
         return [cp.sum(cp.multiply(self.S, V["M"])) <= self.bound]
 
     def violation(self, problem: Any, V: Mapping[str, Any]) -> float:
-        """Its largest violation at a numpy point (0 when satisfied).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the constraint belongs to.
-        V : dict
-            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
-            has one.
-
-        Returns
-        -------
-        float
-            The largest violation.
-        """
         return max(0.0, float(np.sum(self.S * V["M"])) - self.bound)
 
 

@@ -52,40 +52,10 @@ class PairMargins(Constraint):
         return self.labels * (float(V["b"]) - d)
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any]) -> list:
-        """Its CVXPY constraints over the variables ``V``.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the constraint belongs to.
-        V : dict
-            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
-            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
-
-        Returns
-        -------
-        list
-            CVXPY constraints.
-        """
         A = problem.pair_rows(self.pairs[:, 0], self.pairs[:, 1])
         return [cp.multiply(self.labels, V["b"] - A @ V["Mvec"]) >= 1]
 
     def violation(self, problem: Any, V: Mapping[str, Any]) -> float:
-        """Its largest violation at a numpy point (0 when satisfied).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the constraint belongs to.
-        V : dict
-            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
-            has one.
-
-        Returns
-        -------
-        float
-            The largest violation.
-        """
         return max(0.0, float(np.max(1.0 - self.margins(problem, V))))
 
 
@@ -97,39 +67,9 @@ class LowerBound(Constraint):
         self.bound = float(bound)
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any]) -> list:
-        """Its CVXPY constraints over the variables ``V``.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the constraint belongs to.
-        V : dict
-            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
-            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
-
-        Returns
-        -------
-        list
-            CVXPY constraints.
-        """
         return [V[self.var] >= self.bound]
 
     def violation(self, problem: Any, V: Mapping[str, Any]) -> float:
-        """Its largest violation at a numpy point (0 when satisfied).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the constraint belongs to.
-        V : dict
-            The point: ``V["M"]`` the (d, d) metric (a numpy array), ``V["b"]`` the threshold where the problem
-            has one.
-
-        Returns
-        -------
-        float
-            The largest violation.
-        """
         return max(0.0, self.bound - float(V[self.var]))
 
 

@@ -183,15 +183,6 @@ class _Penalty(Term):
         return f"{type(self).__name__}(lam={self.lam:g})"
 
     def config(self) -> dict:
-        """The term as a JSON-serialisable dict (model files), or ``None`` when not storable.
-
-        Returns
-        -------
-        dict or None
-            ``{"term": class name, **constructor arguments}``, from which
-            :func:`metricopt.problems.terms.term_from_config` rebuilds it; ``None`` for a term that holds data
-            arrays.
-        """
         return {"term": type(self).__name__, "lam": float(self.lam)}
 
 
@@ -219,42 +210,10 @@ class OffDiagonalL1(_Penalty):
         return self.lam * math.fsum(np.abs(M[off]).tolist())
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
-        """The term as a CVXPY expression and extra constraints.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
-            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
-        ws : ndarray or None
-            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
-            otherwise.
-
-        Returns
-        -------
-        expression : cvxpy.Expression
-            The term over the variables.
-        constraints : list
-            Extra constraints (e.g. on slack variables), possibly empty.
-        """
         mask = 1.0 - np.eye(problem.d)
         return self.lam * cp.sum(cp.abs(cp.multiply(mask, V["M"]))), []
 
     def jax_data(self, problem: Any) -> dict:
-        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        dict
-            Numpy float64 / int arrays by name.
-        """
         return {"lam": np.float64(self.lam), "mask": 1.0 - np.eye(problem.d), "scale": _metric_scale(problem)}
 
     @staticmethod
@@ -337,26 +296,6 @@ class TraceBall(Term):
         return 0.0 if self.trace(V["M"]) <= self.radius else math.inf
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
-        """The term as a CVXPY expression and extra constraints.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
-            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
-        ws : ndarray or None
-            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
-            otherwise.
-
-        Returns
-        -------
-        expression : cvxpy.Expression
-            The term over the variables.
-        constraints : list
-            Extra constraints (e.g. on slack variables), possibly empty.
-        """
         return cp.Constant(0.0), [cp.trace(V["M"]) <= self.radius]
 
     def repair(self, problem: Any, V: Mapping[str, Any]) -> dict:
@@ -384,18 +323,6 @@ class TraceBall(Term):
         return {**V, "M": M * (target / tr)}
 
     def jax_data(self, problem: Any) -> dict:
-        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        dict
-            Numpy float64 / int arrays by name.
-        """
         return {"radius": np.float64(self.radius)}
 
     @staticmethod
@@ -464,15 +391,6 @@ class TraceBall(Term):
         return f"TraceBall(radius={self.radius:g})"
 
     def config(self) -> dict:
-        """The term as a JSON-serialisable dict (model files), or ``None`` when not storable.
-
-        Returns
-        -------
-        dict or None
-            ``{"term": class name, **constructor arguments}``, from which
-            :func:`metricopt.problems.terms.term_from_config` rebuilds it; ``None`` for a term that holds data
-            arrays.
-        """
         return {"term": "TraceBall", "radius": float(self.radius)}
 
 
@@ -502,41 +420,9 @@ class FrobeniusNorm(_Penalty):
         return self.lam * float(np.linalg.norm(np.asarray(V["M"], dtype=np.float64)))
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
-        """The term as a CVXPY expression and extra constraints.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
-            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
-        ws : ndarray or None
-            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
-            otherwise.
-
-        Returns
-        -------
-        expression : cvxpy.Expression
-            The term over the variables.
-        constraints : list
-            Extra constraints (e.g. on slack variables), possibly empty.
-        """
         return self.lam * cp.norm(V["M"], "fro"), []
 
     def jax_data(self, problem: Any) -> dict:
-        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        dict
-            Numpy float64 / int arrays by name.
-        """
         return {"lam": np.float64(self.lam), "scale": _metric_scale(problem)}
 
     @staticmethod
@@ -619,41 +505,9 @@ class RowL21(_Penalty):
         return self.lam * math.fsum(np.linalg.norm(M, axis=1).tolist())
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
-        """The term as a CVXPY expression and extra constraints.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
-            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
-        ws : ndarray or None
-            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
-            otherwise.
-
-        Returns
-        -------
-        expression : cvxpy.Expression
-            The term over the variables.
-        constraints : list
-            Extra constraints (e.g. on slack variables), possibly empty.
-        """
         return self.lam * cp.sum(cp.norm(V["M"], 2, axis=1)), []
 
     def jax_data(self, problem: Any) -> dict:
-        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        dict
-            Numpy float64 / int arrays by name.
-        """
         return {"lam": np.float64(self.lam), "scale": _metric_scale(problem)}
 
     @staticmethod

@@ -386,26 +386,6 @@ class Linear(Term):
         return float(np.sum(self.P * V["M"]))
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
-        """The term as a CVXPY expression and extra constraints.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
-            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
-        ws : ndarray or None
-            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
-            otherwise.
-
-        Returns
-        -------
-        expression : cvxpy.Expression
-            The term over the variables.
-        constraints : list
-            Extra constraints (e.g. on slack variables), possibly empty.
-        """
         return cp.sum(cp.multiply(self.P, V["M"])), []
 
     def linear_part(self, d: int) -> np.ndarray:
@@ -424,63 +404,15 @@ class Linear(Term):
         return self.P
 
     def dual_piece(self, problem: Any) -> DualPiece | None:
-        """The term's place in the certificates' dual.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        DualPiece or None
-            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
-            expression (:mod:`metricopt.certify.generic`) where possible.
-        """
         return DualPiece(linear=np.asarray(self.linear_part(problem.d), dtype=np.float64))
 
     has_jax = True
 
     def jax_data(self, problem: Any) -> dict:
-        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        dict
-            Numpy float64 / int arrays by name.
-        """
         return {"P": np.asarray(self.linear_part(problem.d), dtype=np.float64)}
 
     @staticmethod
     def jax_value_grad(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> tuple[Any, Any, dict]:
-        """``(value, exact_value, gradients)`` at ``V``, in pure JAX.
-
-        Parameters
-        ----------
-        data : dict
-            The arrays of :meth:`jax_data` (as JAX arrays).
-        V : dict
-            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
-            threshold).
-        active : dict or None
-            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
-        smoothing : float
-            The smoothing width of a non-smooth term (0: the exact value).
-
-        Returns
-        -------
-        value : jax.Array
-            The (smoothed) value a solver minimises.
-        exact_value : jax.Array
-            The unsmoothed value.
-        gradients : dict
-            The gradient of ``value`` for each variable the term depends on (``"M"`` symmetric).
-        """
         import jax.numpy as jnp
 
         v = jnp.sum(data["P"] * V["M"])
@@ -507,26 +439,6 @@ class Trace(Term):
         return self.lam * float(np.trace(V["M"]))
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
-        """The term as a CVXPY expression and extra constraints.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
-            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
-        ws : ndarray or None
-            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
-            otherwise.
-
-        Returns
-        -------
-        expression : cvxpy.Expression
-            The term over the variables.
-        constraints : list
-            Extra constraints (e.g. on slack variables), possibly empty.
-        """
         return self.lam * cp.trace(V["M"]), []
 
     def linear_part(self, d: int) -> np.ndarray:
@@ -545,19 +457,6 @@ class Trace(Term):
         return self.lam * np.eye(d)
 
     def dual_piece(self, problem: Any) -> DualPiece | None:
-        """The term's place in the certificates' dual.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        DualPiece or None
-            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
-            expression (:mod:`metricopt.certify.generic`) where possible.
-        """
         return DualPiece(linear=self.linear_part(problem.d))
 
     has_jax = True
@@ -565,29 +464,6 @@ class Trace(Term):
 
     @staticmethod
     def jax_value_grad(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> tuple[Any, Any, dict]:
-        """``(value, exact_value, gradients)`` at ``V``, in pure JAX.
-
-        Parameters
-        ----------
-        data : dict
-            The arrays of :meth:`jax_data` (as JAX arrays).
-        V : dict
-            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
-            threshold).
-        active : dict or None
-            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
-        smoothing : float
-            The smoothing width of a non-smooth term (0: the exact value).
-
-        Returns
-        -------
-        value : jax.Array
-            The (smoothed) value a solver minimises.
-        exact_value : jax.Array
-            The unsmoothed value.
-        gradients : dict
-            The gradient of ``value`` for each variable the term depends on (``"M"`` symmetric).
-        """
         return Linear.jax_value_grad(data, V, active, smoothing)
 
     @staticmethod
@@ -598,15 +474,6 @@ class Trace(Term):
         return f"Trace(lam={self.lam:g})"
 
     def config(self) -> dict | None:
-        """The term as a JSON-serialisable dict (model files), or ``None`` when not storable.
-
-        Returns
-        -------
-        dict or None
-            ``{"term": class name, **constructor arguments}``, from which
-            :func:`metricopt.problems.terms.term_from_config` rebuilds it; ``None`` for a term that holds data
-            arrays.
-        """
         return {"term": "Trace", "lam": float(self.lam)}
 
 
@@ -621,59 +488,14 @@ class Frobenius(Term):
         return 0.5 * self.lam * float(np.sum(V["M"] ** 2))
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
-        """The term as a CVXPY expression and extra constraints.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
-            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
-        ws : ndarray or None
-            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
-            otherwise.
-
-        Returns
-        -------
-        expression : cvxpy.Expression
-            The term over the variables.
-        constraints : list
-            Extra constraints (e.g. on slack variables), possibly empty.
-        """
         return 0.5 * self.lam * cp.sum_squares(V["M"]), []
 
     def dual_piece(self, problem: Any) -> DualPiece | None:
-        """The term's place in the certificates' dual.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        DualPiece or None
-            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
-            expression (:mod:`metricopt.certify.generic`) where possible.
-        """
         return DualPiece(strong_convexity=self.lam)
 
     has_jax = True
 
     def jax_data(self, problem: Any) -> dict:
-        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        dict
-            Numpy float64 / int arrays by name.
-        """
         return {"lam": np.float64(self.lam)}
 
     @staticmethod
@@ -684,29 +506,6 @@ class Frobenius(Term):
 
     @staticmethod
     def jax_value_grad(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> tuple[Any, Any, dict]:
-        """``(value, exact_value, gradients)`` at ``V``, in pure JAX.
-
-        Parameters
-        ----------
-        data : dict
-            The arrays of :meth:`jax_data` (as JAX arrays).
-        V : dict
-            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
-            threshold).
-        active : dict or None
-            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
-        smoothing : float
-            The smoothing width of a non-smooth term (0: the exact value).
-
-        Returns
-        -------
-        value : jax.Array
-            The (smoothed) value a solver minimises.
-        exact_value : jax.Array
-            The unsmoothed value.
-        gradients : dict
-            The gradient of ``value`` for each variable the term depends on (``"M"`` symmetric).
-        """
         v = Frobenius.jax_value(data, V)
         return v, v, {"M": data["lam"] * V["M"]}
 
@@ -714,15 +513,6 @@ class Frobenius(Term):
         return f"Frobenius(lam={self.lam:g})"
 
     def config(self) -> dict | None:
-        """The term as a JSON-serialisable dict (model files), or ``None`` when not storable.
-
-        Returns
-        -------
-        dict or None
-            ``{"term": class name, **constructor arguments}``, from which
-            :func:`metricopt.problems.terms.term_from_config` rebuilds it; ``None`` for a term that holds data
-            arrays.
-        """
         return {"term": "Frobenius", "lam": float(self.lam)}
 
 
@@ -738,42 +528,9 @@ class HalfSquare(Term):
         return 0.5 * self.weight * float(V[self.var]) ** 2
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
-        """The term as a CVXPY expression and extra constraints.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
-            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
-        ws : ndarray or None
-            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
-            otherwise.
-
-        Returns
-        -------
-        expression : cvxpy.Expression
-            The term over the variables.
-        constraints : list
-            Extra constraints (e.g. on slack variables), possibly empty.
-        """
         return 0.5 * self.weight * cp.square(V[self.var]), []
 
     def dual_piece(self, problem: Any) -> DualPiece | None:
-        """The term's place in the certificates' dual.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        DualPiece or None
-            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
-            expression (:mod:`metricopt.certify.generic`) where possible.
-        """
         return DualPiece(loss="threshold_square", weight=self.weight)
 
     has_jax = True
@@ -806,29 +563,6 @@ class HalfSquare(Term):
 
     @staticmethod
     def jax_value_grad(data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> tuple[Any, Any, dict]:
-        """``(value, exact_value, gradients)`` at ``V``, in pure JAX.
-
-        Parameters
-        ----------
-        data : dict
-            The arrays of :meth:`jax_data` (as JAX arrays).
-        V : dict
-            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
-            threshold).
-        active : dict or None
-            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
-        smoothing : float
-            The smoothing width of a non-smooth term (0: the exact value).
-
-        Returns
-        -------
-        value : jax.Array
-            The (smoothed) value a solver minimises.
-        exact_value : jax.Array
-            The unsmoothed value.
-        gradients : dict
-            The gradient of ``value`` for each variable the term depends on (``"M"`` symmetric).
-        """
         v = HalfSquare.jax_value(data, V)
         return v, v, {"b": data["weight"] * V["b"]}
 
@@ -1059,26 +793,6 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         return cand, worst
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
-        """The term as a CVXPY expression and extra constraints.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
-            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
-        ws : ndarray or None
-            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
-            otherwise.
-
-        Returns
-        -------
-        expression : cvxpy.Expression
-            The term over the variables.
-        constraints : list
-            Extra constraints (e.g. on slack variables), possibly empty.
-        """
         ws = np.zeros((0, 3), np.int64) if ws is None else ws
         if ws.shape[0] == 0 or self.weight == 0.0:
             return cp.Constant(0.0), []
@@ -1095,37 +809,12 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         return self.weight * cost, [A @ V["Mvec"] >= 1 - xi]
 
     def dual_piece(self, problem: Any) -> DualPiece | None:
-        """The term's place in the certificates' dual.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        DualPiece or None
-            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
-            expression (:mod:`metricopt.certify.generic`) where possible.
-        """
         return DualPiece(loss="triplet_loss", weight=self.weight)
 
     # ------------------------------------------------------------ JAX piece
     has_jax = True
 
     def jax_data(self, problem: Any) -> dict:
-        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        dict
-            Numpy float64 / int arrays by name.
-        """
         X = problem.X_lifted  # multi-metric LMNN: one copy of the points per metric
         Xc = X - X.mean(axis=0)  # pair differences and Laplacians ignore translations
         T = problem.target_neighbors
@@ -1347,24 +1036,23 @@ class TripletLoss(Term, metaclass=_TripletLossType):
 
     @classmethod
     def jax_value(cls, data: Any, V: Any, active: Any = None, smoothing: Any = 0.0) -> Any:
-        """The (smoothed) value alone, in pure JAX.
+        """The (smoothed) value alone, in pure JAX (a classmethod here: the loss class is the term class's).
 
         Parameters
         ----------
         data : dict
             The arrays of :meth:`jax_data` (as JAX arrays).
         V : dict
-            The point, a dict of JAX arrays (``V["M"]`` symmetric; ``V["b"]`` where the problem has a
-            threshold).
-        active : dict or None
-            The padded active set of a working-set loss (``jax_active_set``); unused by other terms.
+            The point, a dict of JAX arrays (``V["M"]`` symmetric).
+        active : dict
+            The padded active set (``jax_active_set``).
         smoothing : float
-            The smoothing width of a non-smooth term (0: the exact value).
+            The smoothing width of a non-smooth loss (0: the exact value).
 
         Returns
         -------
         jax.Array
-            The scalar value (smoothed to ``smoothing`` where the term is smoothed).
+            The scalar value (smoothed to ``smoothing`` where the loss is not smooth).
         """
         import jax.numpy as jnp
 
@@ -1376,15 +1064,6 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         return f"TripletLoss({self.loss.name}, weight={self.weight:g})"
 
     def config(self) -> dict | None:
-        """The term as a JSON-serialisable dict (model files), or ``None`` when not storable.
-
-        Returns
-        -------
-        dict or None
-            ``{"term": class name, **constructor arguments}``, from which
-            :func:`metricopt.problems.terms.term_from_config` rebuilds it; ``None`` for a term that holds data
-            arrays.
-        """
         return {"term": "TripletLoss", "loss": self.loss.config(), "weight": float(self.weight),
                 "margin": float(self.margin)}
 
@@ -1464,26 +1143,6 @@ class SqrtDistances(Term):
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
         # u_l <= sqrt(t_l) as the 3-d second-order cone ||(2 u_l, t_l - 1)|| <= t_l + 1, where
         # t_l = cone_scale * d_M is the distance in the solver's O(1) scale; sqrt(d_M) = u_l / sqrt(cone_scale)
-        """The term as a CVXPY expression and extra constraints.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
-            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
-        ws : ndarray or None
-            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
-            otherwise.
-
-        Returns
-        -------
-        expression : cvxpy.Expression
-            The term over the variables.
-        constraints : list
-            Extra constraints (e.g. on slack variables), possibly empty.
-        """
         sc = float(V.get("cone_scale", 1.0))
         if "_T" not in V:
             t = problem.pair_rows(self.pairs[:, 0], self.pairs[:, 1]) @ V["Mvec"] * sc
@@ -1496,19 +1155,6 @@ class SqrtDistances(Term):
         return self.weight * cp.sum(u) / np.sqrt(sc), [cp.SOC(t + 1, cp.vstack([2 * u, t - 1]), axis=0)]
 
     def dual_piece(self, problem: Any) -> DualPiece | None:
-        """The term's place in the certificates' dual.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        DualPiece or None
-            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
-            expression (:mod:`metricopt.certify.generic`) where possible.
-        """
         return DualPiece(loss="sqrt_distances", weight=self.weight)
 
     has_jax = True
@@ -1516,18 +1162,6 @@ class SqrtDistances(Term):
     def jax_data(self, problem: Any) -> dict:
         # the diagonal variant differs only in its feasible set (the backend's projection keeps M diagonal)
         # smoothing scale: the median root distance at the identity metric (scaled onto MMC's budget)
-        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        dict
-            Numpy float64 / int arrays by name.
-        """
         sq = problem.pair_distances(self.pairs[:, 0], self.pairs[:, 1], np.eye(problem.d))
         S = problem.geometry.budget  # MMC's similar-pair scatter (None without a budget)
         if S is not None:
@@ -1622,63 +1256,18 @@ class PairHinge(Term):
         return self.C * float(np.sum(np.maximum(1.0 - self.margins(problem, V), 0.0)))
 
     def cvxpy(self, problem: Any, V: Mapping[str, Any], ws: Any = None) -> tuple[Any, list]:
-        """The term as a CVXPY expression and extra constraints.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-        V : dict
-            The CVXPY variables by name: ``V["M"]`` the metric, ``V["Mvec"]`` its row-major vectorisation,
-            ``V["b"]`` where the problem has a threshold (and the exact backend's scaling entries).
-        ws : ndarray or None
-            The term's working set (rows of triplets or sets) when ``uses_working_set`` is true; ignored
-            otherwise.
-
-        Returns
-        -------
-        expression : cvxpy.Expression
-            The term over the variables.
-        constraints : list
-            Extra constraints (e.g. on slack variables), possibly empty.
-        """
         A = problem.pair_rows(self.pairs[:, 0], self.pairs[:, 1])
         xi = cp.Variable(len(self.pairs), nonneg=True, name="xi")
         margin = cp.multiply(self.labels, V["b"] - A @ V["Mvec"])
         return self.C * cp.sum(xi), [margin >= 1 - xi]
 
     def dual_piece(self, problem: Any) -> DualPiece | None:
-        """The term's place in the certificates' dual.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        DualPiece or None
-            Its :class:`~metricopt.protocols.DualPiece`, or ``None``: bounded generically from its CVXPY
-            expression (:mod:`metricopt.certify.generic`) where possible.
-        """
         return DualPiece(loss="pair_hinge", weight=self.C)
 
     has_jax = True
     jax_smoothed = True
 
     def jax_data(self, problem: Any) -> dict:
-        """The arrays the JAX piece needs (dynamic inputs of the jitted loop).
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem the term belongs to (its points, labels, pairs or triplets).
-
-        Returns
-        -------
-        dict
-            Numpy float64 / int arrays by name.
-        """
         return {**_pair_jax_data(problem, self.pairs), "y": self.labels, "C": np.float64(self.C)}
 
     @staticmethod
