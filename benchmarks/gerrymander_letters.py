@@ -2,7 +2,7 @@
 
 One stratified 16,000 / 4,000 split of UCI letter recognition (seed 0), features z-scored on the training
 part, k = 3 everywhere, every method's test error with the same rule (the k-NN majority vote under its
-metric, ties by the nearest point of the tied classes: ``metricopt.gerrymander.latent_knn_predict``):
+metric, ties by the nearest point of the tied classes: ``metricopt.methods.gerrymander.inference.latent_knn_predict``):
 
 * ``euclidean``: the identity;
 * ``lmnn``: ``metricopt.LMNN(k=3, backend="jax", tol=1e-3)`` (certified gap 1e-3);
@@ -45,7 +45,7 @@ ARGS = ap.parse_args()
 import metricopt as mo  # noqa: E402
 from metricopt import datasets  # noqa: E402
 from metricopt.estimators.base import fit_estimator  # noqa: E402
-from metricopt.gerrymander import latent_knn_predict  # noqa: E402
+from metricopt.methods.gerrymander.inference import latent_knn_predict  # noqa: E402
 from metricopt.linalg import factor, sq_dists  # noqa: E402
 
 

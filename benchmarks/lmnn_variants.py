@@ -66,7 +66,7 @@ def _variants(name):
         "early stopping": lambda: metricopt.LMNN(validation_fraction=0.2, **jb),
     }
     try:
-        from metricopt.estimators.kernel import KernelLMNN
+        from metricopt.methods.lmnn.kernel_estimator import KernelLMNN
 
         d["kernel LMNN (RBF)"] = lambda: KernelLMNN(kernel="rbf", **jb)
     except ImportError:

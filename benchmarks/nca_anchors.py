@@ -9,7 +9,7 @@ the same initialisation, the top principal directions (scikit-learn's ``init="pc
 Methods:
 
 * ``metricopt``: ``metricopt.NCA(n_components=r, init="pca")``, its defaults (``backend="auto"``: on a CPU the
-  NumPy L-BFGS of ``metricopt.estimators.nca_numpy``; tol 1e-6 relative gradient, at most 2000 iterations, steps capped
+  NumPy L-BFGS of ``metricopt.methods.nca.numpy_path``; tol 1e-6 relative gradient, at most 2000 iterations, steps capped
   at 3 % of ``||A||``);
 * ``metricopt-jax``: the same iteration on the JAX backend's jitted loop (``backend="jax"``);
 * ``metricopt-cg``: nonlinear conjugate gradients, the paper's optimiser (``solver="cg"``: the JAX loop);
@@ -217,7 +217,7 @@ lines = ["# NCA: metricopt against scikit-learn and metric-learn", "",
          "compile): the faster of a fit with the BLAS threads as they are and one on a single thread. "
          "cold / sklearn: over the `sklearn` row (L-BFGS-B to convergence, tol 1e-8) of the "
          "same process; `sklearn-default` is scikit-learn with its defaults (max_iter 50, tol 1e-5). path: what "
-         "ran (`numpy lbfgs`: `metricopt.estimators.nca_numpy`; `jax ...`: the JAX backend's loop).", "",
+         "ran (`numpy lbfgs`: `metricopt.methods.nca.numpy_path`; `jax ...`: the JAX backend's loop).", "",
          "| data (n_train x d) -> r | method | path | cold (s) | warm (s) | cold / sklearn | f | f - f(sklearn) "
          "| 3-NN test error (%) | notes |",
          "|---|---|---|---|---|---|---|---|---|---|"]

@@ -27,35 +27,60 @@ from .errors import (
 )
 
 if TYPE_CHECKING:  # what the names below resolve to, for type checkers and IDEs (never run)
-    from . import gerrymander, io, latent, linalg, local, protocols, terms
+    from . import io, linalg, protocols, terms
+    from .methods import gerrymander, local
     from .certify import AgreementReport, Certificate, certify, check_agreement
-    from .estimators import (LDA, LMNN, MLCC, MMC, NCA, PCA, POLA, RCA, GerrymanderingKNN, KernelLMNN, LocalMetricKNN,
-                             MultiMetricLMNN, Whitening)
+    from .methods.baselines.estimator import LDA, PCA, RCA, Whitening
+    from .methods.lmnn.estimator import LMNN
+    from .methods.nca.mlcc_estimator import MLCC
+    from .methods.pairs.estimator import MMC, POLA
+    from .methods.nca.estimator import NCA
+    from .methods.gerrymander.estimator import GerrymanderingKNN
+    from .methods.lmnn.kernel_estimator import KernelLMNN
+    from .methods.local.estimator import LocalMetricKNN
+    from .methods.lmnn.multimetric_estimator import MultiMetricLMNN
     from .knn import knn_error, knn_loo_predict, knn_predict, loo_knn_error
-    from .multipass import MultiPassResult, multipass_lmnn
-    from .problems import (GerrymanderingProblem, GerrymanderStepProblem, KernelLMNNProblem, LMNNProblem, MLCCProblem,
-                           MMCProblem, MultiMetricLMNNProblem, NCAProblem, POLAProblem, Problem)
+    from .methods.lmnn.multipass import MultiPassResult, multipass_lmnn
+    from .methods.gerrymander.problem import GerrymanderingProblem, GerrymanderStepProblem
+    from .methods.lmnn.kernel_problem import KernelLMNNProblem
+    from .methods.lmnn.problem import LMNNProblem
+    from .methods.nca.mlcc_problem import MLCCProblem
+    from .methods.pairs.mmc_problem import MMCProblem
+    from .methods.lmnn.multimetric_problem import MultiMetricLMNNProblem
+    from .methods.nca.problem import NCAProblem
+    from .methods.pairs.pola_problem import POLAProblem
+    from .problems import Problem
     from .solution import Solution, Status
     from .solving import solve
 
 __all__ = [
     "LMNN", "MMC", "POLA", "NCA", "GerrymanderingKNN", "LocalMetricKNN", "local", "GerrymanderingProblem", "GerrymanderStepProblem", "gerrymander",
-    "latent", "NCAProblem", "MLCC", "MLCCProblem", "PCA", "Whitening", "LDA", "RCA", "MultiMetricLMNN", "KernelLMNN", "KernelLMNNProblem", "multipass_lmnn", "MultiPassResult", "MultiMetricLMNNProblem", "knn_predict", "knn_error", "knn_loo_predict", "loo_knn_error",
+    "NCAProblem", "MLCC", "MLCCProblem", "PCA", "Whitening", "LDA", "RCA", "MultiMetricLMNN", "KernelLMNN", "KernelLMNNProblem", "multipass_lmnn", "MultiPassResult", "MultiMetricLMNNProblem", "knn_predict", "knn_error", "knn_loo_predict", "loo_knn_error",
     "certify", "Certificate", "check_agreement", "AgreementReport", "LMNNProblem", "MMCProblem", "POLAProblem", "Problem", "Solution", "Status",
     "InputError", "MetricoptError", "NotCertifiableError", "NotConvexError", "ProblemTooLargeError", "SolverError",
     "UnknownOptionError", "errors", "io", "linalg", "terms", "protocols", "solve",
 ]
 
+#: the method families reachable as ``metricopt.<name>`` (they live in :mod:`metricopt.methods`)
+_FAMILIES = {"local": "methods.local", "gerrymander": "methods.gerrymander"}
+
 #: each lazily resolved public object -> the submodule that defines it (public submodules, such as ``io`` or
 #: ``terms``, need no entry: any submodule is imported on first access, see :func:`__getattr__`)
 _LAZY: dict[str, str] = {
     **dict.fromkeys(["AgreementReport", "Certificate", "certify", "check_agreement"], "certify"),
-    **dict.fromkeys(["LDA", "LMNN", "MLCC", "MMC", "NCA", "PCA", "POLA", "RCA", "GerrymanderingKNN", "KernelLMNN",
-                     "LocalMetricKNN", "MultiMetricLMNN", "Whitening"], "estimators"),
+    **dict.fromkeys(["LDA", "PCA", "RCA", "Whitening"], "methods.baselines.estimator"),
+    "GerrymanderingKNN": "methods.gerrymander.estimator", "GerrymanderingProblem": "methods.gerrymander.problem",
+    "GerrymanderStepProblem": "methods.gerrymander.problem",
+    "LMNN": "methods.lmnn.estimator", "KernelLMNN": "methods.lmnn.kernel_estimator",
+    "MultiMetricLMNN": "methods.lmnn.multimetric_estimator", "LMNNProblem": "methods.lmnn.problem",
+    "KernelLMNNProblem": "methods.lmnn.kernel_problem", "MultiMetricLMNNProblem": "methods.lmnn.multimetric_problem",
+    "LocalMetricKNN": "methods.local.estimator", "NCA": "methods.nca.estimator", "MLCC": "methods.nca.mlcc_estimator",
+    "NCAProblem": "methods.nca.problem", "MLCCProblem": "methods.nca.mlcc_problem",
+    **dict.fromkeys(["MMC", "POLA"], "methods.pairs.estimator"), "MMCProblem": "methods.pairs.mmc_problem",
+    "POLAProblem": "methods.pairs.pola_problem",
     **dict.fromkeys(["knn_error", "knn_loo_predict", "knn_predict", "loo_knn_error"], "knn"),
-    **dict.fromkeys(["MultiPassResult", "multipass_lmnn"], "multipass"),
-    **dict.fromkeys(["GerrymanderingProblem", "GerrymanderStepProblem", "KernelLMNNProblem", "LMNNProblem", "MLCCProblem",
-                     "MMCProblem", "MultiMetricLMNNProblem", "NCAProblem", "POLAProblem", "Problem"], "problems"),
+    **dict.fromkeys(["MultiPassResult", "multipass_lmnn"], "methods.lmnn.multipass"),
+    "Problem": "problems",
     **dict.fromkeys(["Solution", "Status"], "solution"),
     "solve": "solving",
 }
@@ -65,6 +90,8 @@ def __getattr__(name: str) -> Any:
     """Resolve a public name (or a submodule) on first access, then cache it in the module's namespace."""
     if name in _LAZY:
         value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    elif name in _FAMILIES:
+        value = importlib.import_module(f"{__name__}.{_FAMILIES[name]}")
     elif name.startswith("__"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     else:

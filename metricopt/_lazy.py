@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import types
-from typing import Any
+from typing import Any, Callable
 
 
 class _LazyModule:
@@ -46,3 +46,35 @@ def lazy_module(name: str) -> Any:
         A stand-in whose attribute reads are those of the module.
     """
     return _LazyModule(name)
+
+
+def lazy_exports(package: str, exports: dict[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """PEP 562 ``__getattr__`` and ``__dir__`` for a package whose public names live in its submodules: the
+    submodule defining a name is imported the first time the name is read (a method family's folder, where the
+    problem must not import the estimator's scikit-learn or the low-rank solver's JAX).
+
+    Parameters
+    ----------
+    package : str
+        The package's ``__name__``.
+    exports : dict of str to str
+        Public name -> the submodule (relative to ``package``) that defines it.
+
+    Returns
+    -------
+    (callable, callable)
+        ``(__getattr__, __dir__)`` to bind in the package's namespace.
+    """
+    module = importlib.import_module(package)
+
+    def __getattr__(name: str) -> Any:
+        if name in exports:
+            value = getattr(importlib.import_module(f"{package}.{exports[name]}"), name)
+            setattr(module, name, value)
+            return value
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(module)) | set(exports))
+
+    return __getattr__, __dir__

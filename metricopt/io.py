@@ -97,7 +97,7 @@ saves and restores its own state (``_model_state()`` and ``_restore_model_state(
 with a :class:`metricopt.estimators.base.ModelState`): its hyperparameters (regularizers by
 ``term.config()``, rebuilt by :func:`metricopt.problems.terms.term_from_config`), training
 data and the arrays above; so a new estimator needs no change here beyond its entry in
-:data:`metricopt.estimators.MODEL_FILE_ESTIMATORS`.
+:data:`metricopt.io.MODEL_FILE_ESTIMATORS`.
 
 The learned metrics themselves solve the problems documented in
 :class:`metricopt.LMNNProblem` (Weinberger & Saul, JMLR 10:207-244, 2009, Eq. 14),
@@ -126,9 +126,16 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .errors import InputError
-from .estimators import MODEL_FILE_ESTIMATORS
 from .estimators.base import ModelState, ModelStateError
-from .estimators.learners import SavedPasses
+from .methods.baselines.estimator import LDA, PCA, RCA, Whitening
+from .methods.gerrymander.estimator import GerrymanderingKNN
+from .methods.lmnn.estimator import LMNN, SavedPasses
+from .methods.lmnn.kernel_estimator import KernelLMNN
+from .methods.lmnn.multimetric_estimator import MultiMetricLMNN
+from .methods.local.estimator import LocalMetricKNN
+from .methods.nca.estimator import NCA
+from .methods.nca.mlcc_estimator import MLCC
+from .methods.pairs.estimator import MMC, POLA
 
 __all__ = [
     "CHECKSUM_KEY",
@@ -175,6 +182,12 @@ REVERIFIED_KEY = "re-verified at load"
 
 #: a file path (``bytes`` paths are decoded with :func:`os.fsdecode`)
 FilePath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+
+
+#: the estimators :mod:`metricopt.io` saves and loads (each restores its own state; see
+#: :class:`metricopt.estimators.base.ModelState`)
+MODEL_FILE_ESTIMATORS = (LMNN, MMC, POLA, MultiMetricLMNN, KernelLMNN, NCA, MLCC, PCA, Whitening, LDA, RCA,
+                         GerrymanderingKNN, LocalMetricKNN)
 
 
 def _estimator_classes() -> dict[str, type]:

@@ -296,3 +296,64 @@ def sq_dists(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     D = aa[:, None] + bb[None, :] - 2.0 * (A @ B.T)
     np.maximum(D, 0.0, out=D)
     return D
+
+
+def exact_structure(X: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """For every feature ``j``, the feature ``rep[j]`` whose values it repeats exactly on ``rows`` (``rep[j] = j``
+    for a feature repeating no earlier one), or ``-1`` for a feature constant on ``rows``.
+
+    Both relations are exact in floating point, so every difference ``x_a - x_b`` (``a, b`` in ``rows``) satisfies,
+    in exact arithmetic, ``(x_a - x_b)_j = 0`` for a constant feature and ``(x_a - x_b)_j = (x_a - x_b)_{rep[j]}``
+    for a repeated one: ``x_a - x_b = B (x_a - x_b)_F`` with ``F`` the features where ``rep[j] = j`` and ``B`` the
+    0/1 matrix of :func:`expansion`.
+
+    Parameters
+    ----------
+    X : (n, d) ndarray
+        The points.
+    rows : (m,) ndarray of int
+        The points considered.
+
+    Returns
+    -------
+    rep : (d,) ndarray of int
+        ``rep[j]``: ``j`` itself, the earlier feature it repeats, or ``-1`` for a constant feature.
+    """
+    Xr = np.asarray(X, dtype=np.float64)[np.asarray(rows, dtype=np.int64)] + 0.0  # + 0.0: -0.0 becomes 0.0
+    d = Xr.shape[1]
+    rep = np.arange(d)
+    if Xr.shape[0] == 0:
+        return np.full(d, -1)
+    dead = np.all(Xr == Xr[:1], axis=0)
+    rep[dead] = -1
+    live = np.flatnonzero(~dead)
+    if live.size > 1:
+        _, first, inverse = np.unique(Xr[:, live].T, axis=0, return_index=True, return_inverse=True)
+        rep[live] = live[first[np.ravel(inverse)]]
+    return rep
+
+
+def expansion(rep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(free, B)``: the features with ``rep[j] = j`` and the ``(d, f)`` 0/1 matrix with ``B[j, k] = 1`` where
+    ``rep[j] = free[k]`` (rows of constant features are 0).
+
+    Parameters
+    ----------
+    rep : (d,) ndarray of int
+        The result of :func:`exact_structure`.
+
+    Returns
+    -------
+    free : (f,) ndarray of int
+        The features with ``rep[j] = j``.
+    B : (d, f) ndarray
+        The 0/1 expansion matrix.
+    """
+    d = rep.shape[0]
+    free = np.flatnonzero(rep == np.arange(d))
+    B = np.zeros((d, free.size))
+    pos = np.full(d, -1)
+    pos[free] = np.arange(free.size)
+    live = rep >= 0
+    B[np.flatnonzero(live), pos[rep[live]]] = 1.0
+    return free, B

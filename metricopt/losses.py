@@ -19,7 +19,7 @@ The convex conjugate :math:`\ell^*(a) = \sup_h\, (a h - \ell(h))` is finite on a
 vanishes on :math:`h \le 0`, non-decreasing there. Writing each loss as its biconjugate,
 :math:`w\,\ell(h) = \max_{0 \le \alpha \le w \bar a}\, \alpha h - w\,\ell^*(\alpha / w)`, gives for any
 multipliers :math:`\alpha_t \in [0, w \bar a]` the weak-duality bound the certificates use
-(:mod:`metricopt.certify.lmnn`):
+(:mod:`metricopt.certify.triplets`):
 
 .. math::
 

@@ -85,8 +85,8 @@ SOLVE_OPTIONS: tuple[SolveOption, ...] = (
                 "iteration limit (default: SCS 100000, Clarabel 500 on the exact backend; 20000 on jax)",
                 {"cvxpy": None, "jax": 20_000}, low=0.0),
     SolveOption("time_limit", float,
-                "seconds for the whole solve, certificate included: it returns within max(1.25 x, x + 2 s) with "
-                "status time_limit if cut short (default none)",
+                "seconds for the whole solve, certificate included: it returns within max(1.1 x, x + 5 s) with "
+                "status time_limit and the best certified point if cut short (default none)",
                 {"cvxpy": None, "jax": None}, low=0.0),
     SolveOption("verbose", bool, "print progress and the solver's own log", {"cvxpy": False, "jax": False}),
     SolveOption("solver", str,

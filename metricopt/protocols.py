@@ -17,7 +17,7 @@ metricopt's layers talk through these declarations, never through concrete class
 The backends (:mod:`metricopt.backends`) and the certificates (:mod:`metricopt.certify`, the agreement
 checker included) read only members of problems and terms declared here: tests/test_architecture.py checks
 it, and ``python -m mypy`` that the built-in classes satisfy the protocols
-(:mod:`metricopt.problems._protocol_check`). A new term or problem plugs in by declaring them; a
+(:mod:`metricopt.methods._protocol_check`). A new term or problem plugs in by declaring them; a
 certifier refuses, with :class:`~metricopt.errors.NotCertifiableError`, a term that is no
 :class:`CertifiableTerm`. This module imports nothing of metricopt: it is the bottom layer.
 """

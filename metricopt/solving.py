@@ -77,7 +77,7 @@ def solve_from_starts(problem: Any, starts: list, backend: str = "jax", **option
         The starting points, tried in order (e.g. ``("pca", L0)``, ``("random", L1)``).
     backend, **options
         As for :func:`solve`; ``time_limit`` bounds all the starts together: each start gets an equal share
-        of the seconds left, the call returns within ``max(1.25 time_limit, time_limit + 2 s)``
+        of the seconds left, the call returns within ``max(1.1 time_limit, time_limit + 5 s)``
         (:mod:`metricopt._deadline`), and starts left when they are spent are not tried.
 
     Returns

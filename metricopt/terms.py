@@ -1,7 +1,7 @@
 """Public access to the objective terms (see :mod:`metricopt.problems.terms`)."""
 
-from .problems.mlcc import LogPartition
-from .problems.nca import NeighbourhoodComponents
+from .methods.nca.mlcc_problem import LogPartition
+from .methods.nca.problem import NeighbourhoodComponents
 from .problems.regularizers import FrobeniusNorm, OffDiagonalL1, RowL21, TraceBall
 from .problems.terms import (TERMS, Frobenius, HalfSquare, Linear, PairHinge, SqrtDistances, Term, Trace, TripletHinge,
                              TripletLoss)

@@ -27,7 +27,7 @@ NIPS 2005 cross-validated both), solved by :meth:`metricopt.LMNNProblem.solve` a
 duality gap of :func:`metricopt.certify` (reported for every solve). Test errors are those of the
 3-NN majority rule (:func:`metricopt.knn_error`) under the Euclidean metric and under the learned
 one, and of the energy-based rule (JMLR 2009, Section 3.5, Eq. 15;
-:func:`metricopt.energy.energy_predict`).
+:func:`metricopt.methods.lmnn.energy.energy_predict`).
 
 A check calls :func:`run_protocol` to evaluate its splits, :func:`evaluate` to compare the
 measured means with the paper under tolerances fixed in the check's code, and
@@ -51,7 +51,7 @@ import numpy as np
 
 import metricopt
 from metricopt import datasets
-from metricopt.energy import energy_predict
+from metricopt.methods.lmnn.energy import energy_predict
 from paper_numbers import direction, jmlr, jmlr_cite, jmlr_text, trivedi, value  # noqa: F401 (for the checks)
 from paper_numbers import ramanan_baker as rb
 

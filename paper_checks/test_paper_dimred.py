@@ -95,6 +95,6 @@ def test_dimensionality_reduction_section_5_4():
 
 
 def _truncate(full, r):
-    from metricopt.lowrank import truncate_metric
+    from metricopt.methods.lmnn.lowrank import truncate_metric
 
     return truncate_metric(full.get_mahalanobis_matrix(), r)[0]

@@ -59,7 +59,7 @@ import pytest
 import _common as C
 import metricopt
 from metricopt import datasets
-from metricopt.energy import energy_predict
+from metricopt.methods.lmnn.energy import energy_predict
 from metricopt.errors import SolverError
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ from a ReliefF diagonal or from zeros); LMNN by this package's JAX backend (``k`
 this package's full-rank NCA (objective f) fitted on a 3,000-point subsample of the training fold (its softmax
 is ``O(n^2)`` per iteration). Every method is evaluated with the same rule: the ``k``-NN majority vote under
 its metric, ties broken by the nearest point of the tied classes
-(:func:`metricopt.gerrymander.latent_knn_predict`; the paper breaks vote ties by a heuristic, a 1-NN vote
+(:func:`metricopt.methods.gerrymander.inference.latent_knn_predict`; the paper breaks vote ties by a heuristic, a 1-NN vote
 being its example).
 
 Assertions (fixed before the runs), at every k, the paper's directions in its Table 1 only: gerrymandering
@@ -46,7 +46,7 @@ import _common as C
 import metricopt as mo
 from metricopt import datasets
 from metricopt.estimators.base import fit_estimator
-from metricopt.gerrymander import latent_knn_predict
+from metricopt.methods.gerrymander.inference import latent_knn_predict
 from metricopt.linalg import factor, sq_dists
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ overlap within the batch, stratified, a fresh seed per batch (batches overlap ea
 (:func:`metricopt.datasets.deskew`), divided by 255 and projected by PCA to 95 % of the variance of the batch's
 training images. The faces and objects are substitutes for the paper's MultiPIE and Caltech-101 (not available
 here): Extended Yale B (38 subjects) for MultiPIE and USPS digits for Caltech, same protocol, pixels / 255,
-PCA 95 %. Every cell runs :func:`metricopt.local.fit_local_metrics` (the paper's ``S`` neighbours and ``R``
+PCA 95 %. Every cell runs :func:`metricopt.methods.local.fit_local_metrics` (the paper's ``S`` neighbours and ``R``
 random reference points, RBF width cross-validated in {0.001, 0.003, 0.01}, LDA with lambda = 1 and a bagged
 between-class scatter, local LMNN batched in each neighbourhood's span with ``local_max_iter`` iterations,
 uncertified; the global LMNN and per-class (multi-metric) LMNN on the JAX backend to a certified gap of 1e-3
@@ -41,8 +41,8 @@ import pytest
 import _common as C
 from metricopt import datasets
 from paper_numbers import ramanan_baker as rb
-from metricopt.baselines import pca_map
-from metricopt.local.taxonomy import DEFAULTS, fit_global, fit_local_metrics, with_cell
+from metricopt.methods.baselines.transforms import pca_map
+from metricopt.methods.local.taxonomy import DEFAULTS, fit_global, fit_local_metrics, with_cell
 
 pytestmark = pytest.mark.slow
 

@@ -8,6 +8,7 @@ functions alike), so a lazy import counts as much as an eager one.
 from __future__ import annotations
 
 import ast
+import importlib
 import pathlib
 import re
 
@@ -16,15 +17,15 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "metricopt"
 #: layers, bottom first: a module may import its own layer or the ones below it
 LAYERS = [
     ["errors", "protocols", "linalg", "_validation", "_version", "_deadline", "options", "_lazy"],
-    ["constraints", "knn", "balltree", "energy", "datasets", "baselines", "gerrymander"],
-    ["problems", "terms", "losses"],
+    ["constraints", "knn", "balltree", "datasets", "search"],
+    ["problems", "losses"],
     ["solution"],
     ["certify"],
     ["backends"],
     ["solving"],
-    ["lowrank", "multipass", "early_stopping", "latent", "local"],
     ["estimators"],
-    ["io"],
+    ["methods"],  # the method families (metricopt/methods/<family>/), on the core above, which never imports them
+    ["terms", "io"],
     [""],  # metricopt/__init__.py: the public namespace
     ["cli", "__main__"],
 ]
@@ -114,7 +115,7 @@ def test_no_import_points_up_a_layer():
 def test_the_problem_layer_imports_no_backend_and_no_certificate():
     graph = import_graph()
     for mod, targets in graph.items():
-        if mod.startswith("metricopt.problems"):
+        if mod.startswith("metricopt.problems") or mod.startswith("metricopt.methods.") and mod.endswith("problem"):
             assert not any(t.startswith(("metricopt.backends", "metricopt.certify", "metricopt.solving"))
                            for t in targets), mod
 
@@ -129,7 +130,7 @@ def _classes(package):
 
 
 def test_certify_backends_and_io_never_dispatch_on_problem_or_term_classes():
-    problem_and_term_classes = _classes("problems")
+    problem_and_term_classes = _classes("problems") | _classes("methods")
     assert {"LMNNProblem", "MMCProblem", "POLAProblem", "Linear", "TripletHinge"} <= problem_and_term_classes
     found = []
     files = [*(ROOT / "certify").rglob("*.py"), *(ROOT / "backends").rglob("*.py"), ROOT / "io.py"]
@@ -168,7 +169,7 @@ PROBLEM_PROBES_ALLOWED: dict = {}
 TERM_PROBES_ALLOWED = {
     ("certify/core.py", "cvxpy"): "the generic certifier needs only a term's CVXPY form, a narrower test than "
                                   "ExactTerm's (which also asks for value, config, describe)",
-    ("certify/lmnn.py", "loss"): "the test that refuses, with a message, a 'triplet_loss' piece whose term has no "
+    ("certify/triplets.py", "loss"): "the test that refuses, with a message, a 'triplet_loss' piece whose term has no "
                                  "ScalarLoss (ScalarLossTerm) the certificate could read",
     ("certify/generic.py", "loss"): "a 'triplet_loss' piece's scalar loss; the hinge's term needs none",
 }
@@ -301,11 +302,11 @@ def test_the_base_classes_satisfy_the_protocols():
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(24, 3)), np.repeat([0, 1, 2], 8)
     pairs = np.array([[0, 1], [2, 3], [8, 9], [0, 8], [1, 16], [9, 17]])
-    step = mo.problems.gerrymander.GerrymanderStepProblem(X, y, 2, np.tile(np.arange(2), (24, 1)) + 0)
+    step = mo.GerrymanderStepProblem(X, y, 2, np.tile(np.arange(2), (24, 1)) + 0)
     cases = [
         (mo.LMNNProblem(X, y, k=2), P.TripletProblem),
-        (mo.problems.multimetric.MultiMetricLMNNProblem(X, y, k=2), P.TripletProblem),
-        (mo.problems.multimetric.MultiMetricLMNNProblem(X, y, k=2), P.NeighbourPredictor),
+        (mo.MultiMetricLMNNProblem(X, y, k=2), P.TripletProblem),
+        (mo.MultiMetricLMNNProblem(X, y, k=2), P.NeighbourPredictor),
         (mo.MMCProblem(X, y), P.BudgetProblem),
         (mo.POLAProblem(X, pairs=pairs, pair_labels=[1, 1, 1, -1, -1, -1], C=1.0), P.PairProblem),
         (step, P.LatentProblem),
@@ -338,11 +339,12 @@ def _public_names(package):
     return {n for n in names if not n.startswith("_")}
 
 
-def test_local_metrics_and_lowrank_use_only_the_backends_public_api():
-    """``local/`` and ``lowrank.py`` import from ``metricopt.backends`` only names a backend package exports
-    (its ``__all__``), never a backend's internal module or a ``_``-prefixed name (issue 31)."""
+def test_the_methods_use_only_the_backends_public_api():
+    """The method families (``methods/``: local metrics' batch, LMNN-R's solver, ...) import from
+    ``metricopt.backends`` only names a backend package exports (its ``__all__``), never a backend's internal module
+    or a ``_``-prefixed name (issue 31)."""
     public = {pkg: _public_names(pkg) for pkg in ("metricopt.backends", "metricopt.backends.jax")}
-    files = sorted((ROOT / "local").rglob("*.py")) + [ROOT / "lowrank.py"]
+    files = sorted((ROOT / "methods").rglob("*.py"))
     bad = []
     for path in files:
         mod = _name(path)
@@ -379,3 +381,34 @@ def test_no_class_name_is_used_for_two_classes():
                 where.setdefault(node.name, []).append(_name(path))
     shared = {name: mods for name, mods in where.items() if len(mods) > 1 and name not in SHARED_CLASS_NAMES}
     assert not shared, f"class names used for two classes: {shared}"
+
+
+#: the method families: folder of metricopt/methods -> the public classes it defines (problems and estimators)
+FAMILIES = {
+    "lmnn": {"LMNNProblem", "KernelLMNNProblem", "MultiMetricLMNNProblem", "LMNN", "KernelLMNN", "MultiMetricLMNN",
+             "MultiPassResult"},
+    "nca": {"NCAProblem", "MLCCProblem", "NCA", "MLCC"},
+    "pairs": {"MMCProblem", "POLAProblem", "MMC", "POLA"},
+    "baselines": {"PCA", "Whitening", "LDA", "RCA"},
+    "gerrymander": {"GerrymanderingProblem", "GerrymanderStepProblem", "GerrymanderingKNN"},
+    "local": {"LocalMetricKNN"},
+}
+
+
+def test_each_method_family_is_one_folder():
+    """Issue 31, item 3: every public problem and estimator of a method lives in its family's folder
+    (``metricopt/methods/<family>/``, with its algorithms) and is the same object from the family's package and from
+    ``metricopt``'s namespace; no other public class lives in ``methods/``, and the root holds no method."""
+    import metricopt as mo
+
+    for family, names in FAMILIES.items():
+        for name in names:
+            module = getattr(mo, name).__module__
+            assert module.startswith(f"metricopt.methods.{family}."), (name, module)
+            assert getattr(importlib.import_module(f"metricopt.methods.{family}"), name) is getattr(mo, name)
+    in_families = set().union(*FAMILIES.values())
+    others = {n: getattr(mo, n).__module__ for n in mo.__all__ if isinstance(getattr(mo, n), type)}
+    others = {n: m for n, m in others.items() if n not in in_families}
+    assert not [n for n, m in others.items() if m.startswith("metricopt.methods.")], others
+    root = {p.stem for p in ROOT.glob("*.py")}
+    assert not root & {"gerrymander", "latent", "lowrank", "multipass", "early_stopping", "energy", "baselines"}

@@ -1,4 +1,4 @@
-"""Tests for the closed-form baselines (metricopt.baselines; estimators PCA, Whitening, LDA, RCA).
+"""Tests for the closed-form baselines (metricopt.methods.baselines.transforms; estimators PCA, Whitening, LDA, RCA).
 
 Each map is compared with a hand computation written here from its definition (JMLR 2009 Sec. 2.2
 for PCA and LDA, Bar-Hillel et al. 2005 for RCA); the estimators report status ``closed_form`` (never

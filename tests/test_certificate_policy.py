@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import metricopt as mo
-from metricopt.certify import lmnn as lm
+from metricopt.certify import triplets as lm
 from metricopt.certify import Certificate, decide_status
-from metricopt.certify.lmnn import largest_dual_scaling
+from metricopt.certify.triplets import largest_dual_scaling
 from metricopt.solution import Status
 
 

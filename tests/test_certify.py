@@ -931,7 +931,7 @@ def test_lmnn_free_multipliers_capped_by_size_and_bound_stays_valid(monkeypatch)
     full = mo.certify(problem, sol)
     assert full.is_optimal and full.details["triplets near margin (alpha free)"] > 20
     d = problem.d
-    cl = importlib.import_module("metricopt.certify.lmnn")  # (mo.certify is the function)
+    cl = importlib.import_module("metricopt.certify.triplets")  # (mo.certify is the function)
     monkeypatch.setattr(cl, "MAX_FREE_ENTRIES", 10 * d * d)  # at most 10 free multipliers
     capped = mo.certify(problem, sol)
     assert capped.details["triplets near margin (alpha free)"] <= 10
@@ -948,7 +948,7 @@ def test_wide_band_second_bound_is_valid_and_not_looser(monkeypatch):
     from sklearn.preprocessing import StandardScaler
 
     from metricopt.backends.jax import driver
-    from metricopt.certify import lmnn as lm
+    from metricopt.certify import triplets as lm
 
     # the JAX solve below must stop where its iteration-count schedule says, not where a loaded machine's
     # slow certificates push it (spacing by wall-clock time: 11,120 iterations under load against 320)

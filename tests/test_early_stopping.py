@@ -1,4 +1,4 @@
-"""Tests for the JAX backend's ``callback`` option and for metricopt.early_stopping: the callback
+"""Tests for the JAX backend's ``callback`` option and for metricopt.methods.lmnn.early_stopping: the callback
 sees every re-check, a stop request gives an honest ``early_stopped`` solution whose objective and
 certificate are those of the returned metric, and the validation wrapper returns the metric of the
 lowest recorded validation error (checked against an independent k-NN evaluation)."""
@@ -13,8 +13,8 @@ from sklearn.datasets import load_iris
 from sklearn.preprocessing import StandardScaler
 
 import metricopt
-from metricopt.early_stopping import EarlyStopping, ValidationCurve, fit_with_validation
-from metricopt.energy import energy_predict
+from metricopt.methods.lmnn.early_stopping import EarlyStopping, ValidationCurve, fit_with_validation
+from metricopt.methods.lmnn.energy import energy_predict
 from metricopt.errors import InputError, SolverError, UnknownOptionError
 from metricopt.knn import knn_error
 from metricopt.solution import Status

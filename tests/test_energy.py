@@ -1,4 +1,4 @@
-"""Tests for metricopt.energy: LMNN energy-based classification (Weinberger & Saul, JMLR 2009, Eq. 15).
+"""Tests for metricopt.methods.lmnn.energy: LMNN energy-based classification (Weinberger & Saul, JMLR 2009, Eq. 15).
 
 1. the vectorised energies equal a slow reference written term by term from Eq. 15;
 2. a point deep inside a class is given that class;
@@ -21,7 +21,7 @@ from sklearn.preprocessing import StandardScaler
 
 import metricopt
 from metricopt.constraints import target_neighbors
-from metricopt.energy import energy_predict, energy_scores
+from metricopt.methods.lmnn.energy import energy_predict, energy_scores
 from metricopt.errors import InputError, UnknownOptionError
 
 # ---------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Tests for metricopt.gerrymander: exact latent-set inference (Trivedi, McAllester & Shakhnarovich, NIPS 2014).
+"""Tests for metricopt.methods.gerrymander.inference: exact latent-set inference (Trivedi, McAllester & Shakhnarovich, NIPS 2014).
 
 Exactness is checked against brute force over all k-subsets (itertools.combinations), written here
 from the definitions and nowhere else: S(h) = -sum_{j in h} d_j, "t wins h by tau" iff
@@ -19,19 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from metricopt.errors import InputError
-from metricopt.gerrymander import (
-    InferenceResult,
-    correct_inference,
-    infer_all,
-    infer_rows,
-    latent_knn_predict,
-    loss_augmented_inference,
-    metric_distances,
-    paper_targeted_inference,
-    targeted_inference,
-    vote,
-    zero_one_loss,
-)
+from metricopt.methods.gerrymander.inference import (
+    InferenceResult, correct_inference, infer_all, infer_rows, latent_knn_predict, loss_augmented_inference,
+    metric_distances, paper_targeted_inference, targeted_inference, vote, zero_one_loss)
 from metricopt.knn import knn_predict
 
 HYP = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])

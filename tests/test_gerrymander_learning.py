@@ -12,10 +12,10 @@ from sklearn.preprocessing import StandardScaler
 
 import metricopt as mo
 from metricopt.errors import InputError, NotConvexError
-from metricopt.latent import _batch_gradient, cccp, relieff_weights, sgd, sgd_step
+from metricopt.methods.gerrymander.cccp import _batch_gradient, cccp, relieff_weights, sgd, sgd_step
 from metricopt.linalg import pair_rows, project_psd
-from metricopt.problems import GerrymanderingProblem, GerrymanderStepProblem
-from metricopt.problems.gerrymander import FrobeniusTo
+from metricopt import GerrymanderingProblem, GerrymanderStepProblem
+from metricopt.methods.gerrymander.problem import FrobeniusTo
 
 
 def iris_subset(n_per_class=15, seed=0):

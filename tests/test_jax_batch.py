@@ -8,7 +8,7 @@ import pytest
 
 import metricopt as mo
 from metricopt.backends.jax import BatchSolution, solve_batch
-from metricopt.local import LocalSet, solve_lmnn_batch
+from metricopt.methods.local import LocalSet, solve_lmnn_batch
 
 
 def _sets(count, S=12, d=5, seed=0):

@@ -10,9 +10,9 @@ from sklearn.preprocessing import StandardScaler
 
 import metricopt
 from metricopt.errors import InputError, UnknownOptionError
-from metricopt.estimators.kernel import KernelLMNN
+from metricopt.methods.lmnn.kernel_estimator import KernelLMNN
 from metricopt.linalg import pair_scatter, sq_dists
-from metricopt.problems.kernel_lmnn import MAX_COMPONENTS, PULL_TOL, KernelLMNNProblem, _auto_components
+from metricopt.methods.lmnn.kernel_problem import MAX_COMPONENTS, PULL_TOL, KernelLMNNProblem, _auto_components
 
 #: the rings toy: RBF width and number of kernel principal components used by the tests
 GAMMA = 0.05

@@ -1,5 +1,5 @@
 """Line-integral distances through an own-metric NN field and grid geodesics
-(Ramanan & Baker, "Local distance functions", PAMI 2011, Eq. 21): ``metricopt.local.line_integral``.
+(Ramanan & Baker, "Local distance functions", PAMI 2011, Eq. 21): ``metricopt.methods.local.line_integral``.
 
 The lower-envelope walk is checked against the brute force over all pairwise crossings
 (``_line_integral_bruteforce``), both against hand-computed values and against a fine midpoint rule
@@ -9,16 +9,10 @@ whose error is bounded rigorously (see ``test_walk_and_bruteforce_match_fine_qua
 import numpy as np
 import pytest
 
-from metricopt.local import line_integral as li
-from metricopt.local.line_integral import (
-    _line_integral_bruteforce,
-    _quad_roots,
-    cell_of,
-    grid_geodesic,
-    line_coefficients,
-    line_integral_distance,
-    line_integral_distances,
-)
+from metricopt.methods.local import line_integral as li
+from metricopt.methods.local.line_integral import (
+    _line_integral_bruteforce, _quad_roots, cell_of, grid_geodesic, line_coefficients, line_integral_distance,
+    line_integral_distances)
 
 # ----------------------------------------------------------------------------- fields
 

@@ -9,7 +9,7 @@ from sklearn.preprocessing import StandardScaler
 
 import metricopt
 from metricopt.errors import InputError, UnknownOptionError
-from metricopt.lowrank import truncate_metric
+from metricopt.methods.lmnn.lowrank import truncate_metric
 
 
 def _iris(per_class=15):

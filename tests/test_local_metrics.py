@@ -9,9 +9,9 @@ from sklearn.datasets import load_iris, load_wine
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import metricopt as mo
-from metricopt.local import VALID, LocalSet, fit_local_metrics, regularized_lda, solve_lmnn_batch
-from metricopt.local.batch import span_basis
-from metricopt.local.line_integral import cell_of
+from metricopt.methods.local import VALID, LocalSet, fit_local_metrics, regularized_lda, solve_lmnn_batch
+from metricopt.methods.local.batch import span_basis
+from metricopt.methods.local.line_integral import cell_of
 
 SMALL = {"neighborhood_size": 12, "n_references": 8, "shortlist": 10, "local_max_iter": 60, "max_iter": 300}
 
@@ -40,7 +40,7 @@ CELLS = [(how, where, when) for how in ("lda", "lmnn", "hybrid") for where, when
 def test_every_cell_is_reachable_from_the_estimator(wine, global_lmnn, how, where, when, monkeypatch):
     Xtr, ytr, Xte, yte = wine
     if how != "lda":  # share one global LMNN between the cells (its own fit is tested below)
-        import metricopt.local.taxonomy as tax
+        import metricopt.methods.local.taxonomy as tax
 
         monkeypatch.setattr(tax, "fit_global", lambda X, y, how, p: (global_lmnn, None))
     est = mo.LocalMetricKNN(how=how, where=where, when=when, **SMALL).fit(Xtr, ytr)
@@ -205,7 +205,7 @@ def test_batch_refuses_sets_of_different_shapes():
 @pytest.mark.parametrize("how,where,when", [("lda", "exemplar", "offline"), ("hybrid", "test", "interpolated"),
                                             ("lda", "exemplar", "line"), ("lda", "class", "offline")])
 def test_model_files_round_trip_exactly(wine, global_lmnn, tmp_path, monkeypatch, how, where, when):
-    import metricopt.local.taxonomy as tax
+    import metricopt.methods.local.taxonomy as tax
 
     monkeypatch.setattr(tax, "fit_global", lambda X, y, how, p: (global_lmnn, None))
     Xtr, ytr, Xte, _ = wine
@@ -232,7 +232,7 @@ def test_cli_fits_a_local_cell_and_predicts(tmp_path, capsys):
 
 
 def test_with_cell_reuses_the_reference_metrics(wine):
-    from metricopt.local.taxonomy import with_cell
+    from metricopt.methods.local.taxonomy import with_cell
 
     Xtr, ytr, Xte, _ = wine
     a = fit_local_metrics(Xtr, ytr, "lda", "exemplar", "interpolated", **SMALL)

@@ -1,4 +1,4 @@
-"""Tests for low-rank LMNN (metricopt.lowrank): LMNN-R and LMNN-S (Weinberger & Saul, JMLR 2009, Sec. 5.4).
+"""Tests for low-rank LMNN (metricopt.methods.lmnn.lowrank): LMNN-R and LMNN-S (Weinberger & Saul, JMLR 2009, Sec. 5.4).
 
 What is pinned down:
 
@@ -25,14 +25,8 @@ import metricopt as mo
 from metricopt.datasets import load_iris
 from metricopt.errors import InputError, UnknownOptionError
 from metricopt.backends.jax import evaluate
-from metricopt.lowrank import (
-    lmnn_low_rank,
-    lmnn_r,
-    lmnn_s,
-    low_rank_objective,
-    stationarity,
-    truncate_metric,
-)
+from metricopt.methods.lmnn.lowrank import (
+    lmnn_low_rank, lmnn_r, lmnn_s, low_rank_objective, stationarity, truncate_metric)
 from metricopt.solution import Solution, Status
 from metricopt.terms import Frobenius, Trace
 
@@ -165,7 +159,7 @@ def test_descent_lowers_stationarity_from_its_start(small):
     sol = lmnn_r(p, 2, n_restarts=1, convex_bound=False)
     L0 = sol.stats["restarts"][0]
     assert L0["start"] == "pca"
-    from metricopt.lowrank import _pca_directions, _scaled_start
+    from metricopt.methods.lmnn.lowrank import _pca_directions, _scaled_start
 
     start = _scaled_start(p, _pca_directions(p.X, 2))
     assert stationarity(p, start)["relative"] > 1e-3

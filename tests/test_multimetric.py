@@ -9,7 +9,7 @@ from sklearn.preprocessing import StandardScaler
 
 import metricopt
 from metricopt.errors import InputError, UnknownOptionError
-from metricopt.problems.multimetric import MultiMetricLMNNProblem, multi_metric_knn_predict
+from metricopt.methods.lmnn.multimetric_problem import MultiMetricLMNNProblem, multi_metric_knn_predict
 
 
 def _iris(per_class=12):

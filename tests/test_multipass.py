@@ -11,7 +11,7 @@ import metricopt
 from metricopt.constraints import target_neighbors
 from metricopt.errors import InputError
 from metricopt.linalg import factor, sq_dists
-from metricopt.multipass import MultiPassResult, fit_multipass, multipass_lmnn
+from metricopt.methods.lmnn.multipass import MultiPassResult, fit_multipass, multipass_lmnn
 
 
 def _small_wine(per_class=20):

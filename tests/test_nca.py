@@ -11,7 +11,7 @@ What is pinned down:
 * from scikit-learn's own initialisation (init="pca") metricopt reaches an f at least as high as
   scikit-learn's NeighborhoodComponentsAnalysis (which maximises f);
 * the estimator: restarts keep the best, model files round-trip exactly, errors with exact messages;
-* the NumPy path (``metricopt.estimators.nca_numpy``): its value and gradient equal the JAX loop's (1e-8 relative)
+* the NumPy path (``metricopt.methods.nca.numpy_path``): its value and gradient equal the JAX loop's (1e-8 relative)
   and central differences, with blocks that split and share classes and with floored exponentials; from the same
   start it takes the JAX loop's iterations to the same f (and at least scikit-learn's); ``backend="auto"`` routes
   by solver, size and device; its statuses (stationary, iteration_limit, time_limit) come from the policy.
@@ -31,9 +31,9 @@ from sklearn.preprocessing import StandardScaler
 import metricopt as mo
 from metricopt.backends.jax import evaluate
 from metricopt.errors import InputError, NotConvexError
-from metricopt.estimators import nca as nca_estimator_module
-from metricopt.problems import nca as nca_problem_module
-from metricopt.problems import softmax as softmax_module
+from metricopt.methods.nca import estimator as nca_estimator_module
+from metricopt.methods.nca import problem as nca_problem_module
+from metricopt.methods.nca import softmax as softmax_module
 from metricopt.solution import Status
 
 
@@ -203,7 +203,7 @@ def test_errors_are_clear():
 
 
 # ------------------------------------------------------------------------------------------------------------
-# the NumPy path (metricopt.estimators.nca_numpy): its value and gradient, its iteration against the JAX loop's, routing
+# the NumPy path (metricopt.methods.nca.numpy_path): its value and gradient, its iteration against the JAX loop's, routing
 # ------------------------------------------------------------------------------------------------------------
 
 
@@ -312,7 +312,7 @@ def test_numpy_path_status_iteration_and_time_limits():
     done = mo.NCA(backend="numpy", tol=1e-3).fit(X, y)
     assert done.solution_.status is Status.STATIONARY and done.solution_.stats["stationarity"] <= 1e-3
     assert done.n_iter_ % 10 == 0  # tol is tested every 10 iterations, as the JAX loop's re-checks
-    from metricopt.estimators import nca_numpy
+    from metricopt.methods.nca import numpy_path as nca_numpy
 
     p = mo.NCAProblem(X, y, n_components=2)
     timed = nca_numpy.solve(p, time_limit=1e-9, max_step=0.03)

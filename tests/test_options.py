@@ -16,7 +16,7 @@ from metricopt.backends import cvxpy_backend
 from metricopt.backends.jax import backend as jax_backend
 from metricopt.cli import build_parser, main
 from metricopt.errors import InputError, UnknownOptionError
-from metricopt.estimators import KernelLMNN, MultiMetricLMNN
+from metricopt import KernelLMNN, MultiMetricLMNN
 from metricopt.estimators._params import SOLVE_CONSTRAINTS
 from metricopt.estimators.base import solve_options
 from metricopt.options import CLI_OPTIONS, ESTIMATOR_OPTIONS, SOLVE_OPTIONS, default, option
@@ -127,7 +127,7 @@ def test_an_estimators_tol_means_the_certified_gap_on_the_exact_backend(iris30):
 
 # ------------------------------------------------------------------ nothing clamped
 def test_lmnn_r_tol_and_max_iter_are_used_as_given(iris30, monkeypatch):
-    from metricopt import lowrank
+    from metricopt.methods.lmnn import lowrank
 
     seen = {}
     real = lowrank.lmnn_r

@@ -13,7 +13,7 @@ from hypothesis import assume, HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import metricopt as mo
-from metricopt.certify import lmnn as lm
+from metricopt.certify import triplets as lm
 from metricopt.certify.rank2_dual import solve_rank2_dual
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

@@ -1,4 +1,4 @@
-"""MMC's boundedness, decided once (:func:`metricopt.problems.mmc.budget_range`) from the similar scatter on the
+"""MMC's boundedness, decided once (:func:`metricopt.methods.pairs.mmc_problem.budget_range`) from the similar scatter on the
 data's range, with the same answer on both backends; and ill-conditioned similar scatters (issue 28, items 4 and 6).
 
 Data: three classes of 8 points in 3 dimensions (``x + 3 i e_i`` for class ``i``), plus a fourth column that is
@@ -24,7 +24,8 @@ import pytest
 
 import metricopt as mo
 from metricopt import InputError, Status
-from metricopt.problems.mmc import budget_range, exact_structure
+from metricopt.linalg import exact_structure
+from metricopt.methods.pairs.mmc_problem import budget_range
 
 #: relative agreement of the two backends' objectives (each certified to 1e-6; the JAX backend's default tol)
 AGREE = 1e-5

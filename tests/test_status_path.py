@@ -302,34 +302,34 @@ def _jax_factor(X, y, tmp_path):
 
 
 def _low_rank_r(X, y, tmp_path):
-    from metricopt.lowrank import lmnn_low_rank
+    from metricopt.methods.lmnn.lowrank import lmnn_low_rank
 
     return lambda: lmnn_low_rank(mo.LMNNProblem(X, y, k=2), 2, method="R", n_restarts=1, max_iter=30,
                                  convex_bound=False)
 
 
 def _low_rank_s(X, y, tmp_path):
-    from metricopt.lowrank import lmnn_low_rank
+    from metricopt.methods.lmnn.lowrank import lmnn_low_rank
 
     return lambda: lmnn_low_rank(mo.LMNNProblem(X, y, k=2), 2, method="S", convex_bound=False)
 
 
 def _latent_cccp(X, y, tmp_path):
-    from metricopt.latent import cccp
-    from metricopt.problems import GerrymanderingProblem
+    from metricopt.methods.gerrymander.cccp import cccp
+    from metricopt import GerrymanderingProblem
 
     return lambda: cccp(GerrymanderingProblem(X, y, k=2), max_iter=2)
 
 
 def _latent_sgd(X, y, tmp_path):
-    from metricopt.latent import sgd
-    from metricopt.problems import GerrymanderingProblem
+    from metricopt.methods.gerrymander.cccp import sgd
+    from metricopt import GerrymanderingProblem
 
     return lambda: sgd(GerrymanderingProblem(X, y, k=2), n_epochs=1, batch_size=10)
 
 
 def _multipass(X, y, tmp_path):
-    from metricopt.multipass import fit_multipass
+    from metricopt.methods.lmnn.multipass import fit_multipass
 
     def run():
         est = mo.LMNN(k=2)
@@ -340,19 +340,19 @@ def _multipass(X, y, tmp_path):
 
 
 def _local_batch(X, y, tmp_path):
-    from metricopt.local import LocalSet, solve_lmnn_batch
+    from metricopt.methods.local import LocalSet, solve_lmnn_batch
 
     return lambda: solve_lmnn_batch([LocalSet(X, y)], k=2, max_iter=40, certify=True, tol=1e-3).statuses[-1]
 
 
 def _closed_form(X, y, tmp_path):
-    from metricopt.estimators.baselines import PCA
+    from metricopt.methods.baselines.estimator import PCA
 
     return lambda: PCA().fit(X, y).solution_
 
 
 def _early_stopping(X, y, tmp_path):
-    from metricopt.early_stopping import fit_with_validation
+    from metricopt.methods.lmnn.early_stopping import fit_with_validation
 
     return lambda: fit_with_validation(X, y, k=2, patience=2, max_iter=60, validation_fraction=0.3)[0]
 

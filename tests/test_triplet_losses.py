@@ -4,7 +4,7 @@ hinge (PyLMNN's loss) or the Huber hinge, solved by both backends and certified.
 The push term is :math:`\mu \sum_t w_t \ell(h_t)` with :math:`h_t = 1 + d_M(x_i, x_j) - d_M(x_i, x_l)`
 (:mod:`metricopt.losses`, :class:`metricopt.problems.terms.TripletLoss`); its certificate takes the
 multipliers :math:`\alpha_t = \mu w_t \ell'(h_t)` and subtracts the conjugates
-:math:`\mu w_t \ell^*(\alpha_t / (\mu w_t))` (:func:`metricopt.certify.lmnn.loss_lower_bound`).
+:math:`\mu w_t \ell^*(\alpha_t / (\mu w_t))` (:func:`metricopt.certify.triplets.loss_lower_bound`).
 """
 
 from __future__ import annotations

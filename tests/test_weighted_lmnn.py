@@ -11,7 +11,7 @@ from sklearn.preprocessing import StandardScaler
 
 import metricopt as mo
 from metricopt.certify import Verdict
-from metricopt.certify import lmnn as lm
+from metricopt.certify import triplets as lm
 from metricopt.certify.rank2_dual import solve_rank2_dual
 from metricopt.errors import InputError
 from metricopt.problems.terms import Frobenius

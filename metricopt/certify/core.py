@@ -16,7 +16,7 @@ from .certificate import Certificate
 from .dual import DualSummary, dual_summary
 from .generic import generic_triplet_bound
 from .latent import latent_bound
-from .lmnn import triplet_bound
+from .triplets import triplet_bound
 from .pairs import budget_bound, threshold_bound
 from .verified import power_of_two_scaling
 

@@ -713,7 +713,7 @@ def generic_triplet_bound(problem: Any, M: np.ndarray, variables: dict, summary:
         When a term without a dual piece declares ``generic_certificate = False``, or its compiled program needs
         an unsupported cone.
     """
-    from .lmnn import _formation_errors, _safe_upper
+    from .triplets import _formation_errors, _safe_upper
 
     t0 = time.perf_counter()
     refused = [t for t in summary.generic if t.generic_certificate is False]

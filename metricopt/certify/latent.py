@@ -1,6 +1,6 @@
 r"""Lower bounds for a structural (latent-set) hinge: the convex CCCP step of neighbourhood gerrymandering.
 
-The problem (:class:`metricopt.problems.gerrymander.GerrymanderStepProblem`, regularisers and
+The problem (:class:`metricopt.methods.gerrymander.problem.GerrymanderStepProblem`, regularisers and
 the correct sets' pull folded into :math:`P`, :math:`\lambda`, :math:`c` by
 :func:`~metricopt.certify.dual.dual_summary`) is
 

@@ -211,7 +211,7 @@ class _BudgetMax:
     problem as stored (``X``, the pairs, ``S``) whatever the rounding of the computation.
 
     **Exactly null directions.** A feature constant over the pairs' points, or an exact copy of another one
-    (:func:`metricopt.problems.mmc.exact_structure`), gives differences :math:`\Delta = B \Delta_F` exactly; where
+    (:func:`metricopt.linalg.exact_structure`), gives differences :math:`\Delta = B \Delta_F` exactly; where
     ``S`` is exactly :math:`B S_F B^\top` (verified entry by entry: MMC builds it so) and ``P = 0``,
     :math:`\lambda = \lambda_{\max}(G_F, S_F)` over the remaining features, exactly. No tolerance decides this: a
     direction that is only nearly null is kept, and then fails the test below (no bound) rather than being dropped.
@@ -234,7 +234,7 @@ class _BudgetMax:
     """
 
     def __init__(self, X, pairs, S, P, scale, diagonal, details):
-        from ..problems.mmc import exact_structure, expansion
+        from ..linalg import exact_structure, expansion
 
         self.scale, self.diagonal, self.details = float(scale), bool(diagonal), details
         X = np.asarray(X, dtype=np.float64)

@@ -1,6 +1,6 @@
 r"""A dedicated interior-point solver for LMNN's restricted dual: one small LMI with rank-two pieces.
 
-The certificate of :mod:`metricopt.certify.lmnn` (with no Frobenius term) needs a good point of
+The certificate of :mod:`metricopt.certify.triplets` (with no Frobenius term) needs a good point of
 
 .. math::
 

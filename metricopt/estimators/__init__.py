@@ -1,18 +1,7 @@
-"""scikit-learn-compatible estimators."""
+"""The core of the scikit-learn estimators: :class:`MetricLearner` (the fit / transform / certificate machinery
+every convex method's estimator shares) and the parameter checks. The estimators themselves live in their
+families (:mod:`metricopt.methods`) and in :mod:`metricopt`'s namespace (``metricopt.LMNN``)."""
 
 from .base import MetricLearner
-from .baselines import LDA, PCA, RCA, Whitening
-from .gerrymander import GerrymanderingKNN
-from .kernel import KernelLMNN
-from .learners import LMNN, MLCC, MMC, POLA
-from .local import LocalMetricKNN
-from .multimetric import MultiMetricLMNN
-from .nca import NCA
 
-__all__ = ["MetricLearner", "LMNN", "MMC", "POLA", "MultiMetricLMNN", "KernelLMNN", "NCA", "MLCC", "PCA", "Whitening", "LDA", "RCA", "GerrymanderingKNN",
-           "LocalMetricKNN", "MODEL_FILE_ESTIMATORS"]
-
-#: the estimators :mod:`metricopt.io` saves and loads (each restores its own state; see
-#: :class:`metricopt.estimators.base.ModelState`)
-MODEL_FILE_ESTIMATORS = (LMNN, MMC, POLA, MultiMetricLMNN, KernelLMNN, NCA, MLCC, PCA, Whitening, LDA, RCA,
-                         GerrymanderingKNN, LocalMetricKNN)
+__all__ = ["MetricLearner"]

@@ -4,7 +4,7 @@ The backend's one loop (:func:`.loop.run_chunk`, FISTA on the smoothed hinge, th
 under ``jax.vmap`` over the batch and is compiled once per shape. Between chunks the solver's own
 continuation (:meth:`.solvers.FISTA.between_chunks`) shrinks each problem's smoothing width on the host.
 Every problem's active set holds all its triplets (one padded capacity for the batch), so no re-checks
-are needed, and no certificate is taken: the caller certifies what it needs (e.g. :mod:`metricopt.local.batch`).
+are needed, and no certificate is taken: the caller certifies what it needs (e.g. :mod:`metricopt.methods.local.batch`).
 
 A problem in a batch runs exactly the iterations it would run alone in a batch of one, given the same
 number of chunks (the batch runs until every problem's width reached ``s_stop``, or ``max_iter``).
@@ -86,7 +86,7 @@ def solve_batch(problems: list, *, max_iter: int = 2000, chunk: int = 40, s_stop
     ----------
     problems : list of problems
         Unconstrained problems over a full PSD metric that the JAX backend accepts, all with the same term
-        classes and the same data shapes (e.g. :class:`~metricopt.problems.lmnn.LMNNProblem` on ``S`` points in
+        classes and the same data shapes (e.g. :class:`~metricopt.methods.lmnn.problem.LMNNProblem` on ``S`` points in
         ``d`` dimensions with the same ``k``); at least one term with a working set (the triplets).
     max_iter : int, default 2000
         Iterations per problem at most.

@@ -582,7 +582,7 @@ class Run:
             When a term's program needs cones the generic bound does not handle.
         """
         from ...certify import certify
-        from ...certify.lmnn import narrow_only
+        from ...certify.triplets import narrow_only
 
         tc = time.perf_counter()
         at = None
