@@ -197,10 +197,10 @@ def demo(args: argparse.Namespace) -> int:
             raise InputError(f"--time-limit {limit:g} s was used up before the {backend} solve could start; "
                              "give a larger --time-limit.")
         say(f"solve: backend {backend} ({why}), time limit {left:.0f} s ...")
-        est = _demo_estimator(args, backend)
+        est = _demo_estimator(args, backend).set_params(time_limit=left)
         with _progress(not args.quiet and not args.verbose), warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # solver inaccuracy warnings: the status says it
-            fit_estimator(est, Xtr, ytr, time_limit=left)  # no metric at all: SolverError (exit status 1)
+            fit_estimator(est, Xtr, ytr)  # no metric at all: SolverError (exit status 1)
         return est, backend
 
     t0 = time.perf_counter()
@@ -604,35 +604,50 @@ def _pca_value(text):
         raise argparse.ArgumentTypeError(f"expected a number of dimensions or a variance fraction, got {text!r}")
 
 
+#: ``--method`` -> the estimator (a name in :mod:`metricopt`) and its own options: estimator parameter -> the
+#: command line's attribute. The shared solve options (:data:`metricopt.options.CLI_OPTIONS`), ``backend``,
+#: ``solver`` and ``verbose`` are passed to every estimator that takes them; what is not given keeps the estimator's
+#: own default (stated once, in the estimator)
+ESTIMATORS: dict[str, tuple[str, dict[str, str]]] = {
+    "lmnn": ("LMNN", {"k": "k", "mu": "mu"}),
+    "mmc": ("MMC", {"diagonal": "diagonal"}),
+    "pola": ("POLA", {"C": "C"}),
+    "mlcc": ("MLCC", {}),
+    "nca": ("NCA", {"n_components": "n_components"}),
+    "gerrymander": ("GerrymanderingKNN", {"k": "k", "C": "C"}),
+    "local": ("LocalMetricKNN", {"how": "how", "where": "where", "when": "when", "k": "k"}),
+    "pca": ("PCA", {"n_components": "n_components"}),
+    "whitening": ("Whitening", {}),
+    "lda": ("LDA", {"n_components": "n_components"}),
+    "rca": ("RCA", {}),
+}
+
+
 def _make_estimator(args):
-    """The estimator of ``--method`` with the options given (``--tol`` / ``--max-iter`` unset: the
-    backend's defaults, as the estimators resolve them)."""
-    from . import LDA, LMNN, MLCC, MMC, NCA, PCA, POLA, RCA, GerrymanderingKNN, Whitening
+    """The estimator of ``--method`` from :data:`ESTIMATORS`, with the options given; a shared option the estimator
+    does not take is refused (never dropped silently)."""
+    import metricopt
+    from .errors import InputError
+    from .options import CLI_OPTIONS
 
-    if args.method == "local":
-        from . import LocalMetricKNN
-
-        return LocalMetricKNN(how=args.how, where=args.where, when=args.when, k=args.k,
-                              tol=1e-3 if args.tol is None else args.tol,
-                              max_iter=2000 if args.max_iter is None else args.max_iter, verbose=not args.quiet)
-    if args.method == "gerrymander":
-        return GerrymanderingKNN(k=args.k, C=args.C, solver=args.solver or "sgd", tol=args.tol, max_iter=args.max_iter,
-                                 verbose=not args.quiet)
-    if args.method in BASELINES:
-        return {"pca": lambda: PCA(n_components=args.n_components), "whitening": Whitening,
-                "lda": lambda: LDA(n_components=args.n_components), "rca": RCA}[args.method]()
-    if args.method == "nca":
-        return NCA(n_components=args.n_components, solver=args.solver or "lbfgs", tol=args.tol,
-                   max_iter=args.max_iter, verbose=not args.quiet, backend=args.backend)
-    common = {"backend": args.backend, "solver": args.solver, "verbose": not args.quiet, "tol": args.tol,
-              "solver_tol": args.solver_tol, "max_iter": args.max_iter}
-    if args.method == "lmnn":
-        return LMNN(k=args.k, mu=args.mu, **common)
-    if args.method == "mmc":
-        return MMC(diagonal=args.diagonal, **common)
-    if args.method == "mlcc":
-        return MLCC(**common)
-    return POLA(C=args.C, **common)
+    name, own = ESTIMATORS[args.method]
+    cls = getattr(metricopt, name)
+    takes = set(cls().get_params())
+    params = {p: getattr(args, attr) for p, attr in own.items()}
+    shared = {opt: getattr(args, opt) for opt in CLI_OPTIONS}
+    shared["solver"] = args.solver
+    if args.backend in metricopt.backends.BACKENDS or args.method == "nca":
+        shared["backend"] = args.backend
+    for opt, value in shared.items():
+        if value is None:
+            continue
+        if opt not in takes:
+            flag = "--" + opt.replace("_", "-")
+            raise InputError(f"{flag} does not apply to --method {args.method} ({name} takes no {opt}); drop {flag}.")
+        params[opt] = value
+    if "verbose" in takes:
+        params["verbose"] = not args.quiet
+    return cls(**params)
 
 
 def fit(args: argparse.Namespace) -> int:
@@ -695,10 +710,9 @@ def fit(args: argparse.Namespace) -> int:
                          f"{args.method} with backend {args.backend} has no conic solver to pass it to.")
     if args.time_limit is not None:
         check_real(args.time_limit, "time-limit", low=0.0, low_open=True)
-        if args.backend == "closed form" or args.method == "local":
-            why = "is computed in closed form" if args.method in BASELINES else "runs many solves it does not bound"
-            raise InputError(f"--time-limit bounds an iterative solve (lmnn, mmc, pola, nca, gerrymander); --method "
-                             f"{args.method} {why}; drop --time-limit.")
+        if args.backend == "closed form":
+            raise InputError(f"--time-limit bounds an iterative solve (lmnn, mmc, pola, mlcc, nca, gerrymander, "
+                             f"local); --method {args.method} is computed in closed form; drop --time-limit.")
     k = check_int(args.k, "k", low=1)
     check_real(args.test_size, "test-size", low=0.0, high=1.0, low_open=True)
     check_real(args.C, "C", low=0.0, low_open=True)
@@ -722,11 +736,10 @@ def fit(args: argparse.Namespace) -> int:
     print(f"metricopt fit: {args.method.upper()} on {name} ({Xtr.shape[0]} train / {Xte.shape[0]} test points, "
           f"{X.shape[1]} features, preprocessing: {pre.describe()}), backend {args.backend}")
 
-    extra = {} if args.time_limit is None else {"time_limit": args.time_limit}
     t0 = time.perf_counter()
     with _progress(not args.quiet), warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # solver inaccuracy warnings: the status says it
-        fit_estimator(est, Xtr, ytr, **extra)  # a solve without a metric raises SolverError (exit status 1)
+        fit_estimator(est, Xtr, ytr)  # a solve without a metric raises SolverError (exit status 1)
     elapsed = time.perf_counter() - t0
     problem, sol = est.problem_, est.solution_
     ran = f", backend {sol.backend}" if args.backend == "auto" else ""  # what NCA's auto chose

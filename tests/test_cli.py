@@ -205,7 +205,19 @@ def test_cli_error_messages(tmp_path, capsys):
     code, _, err = _run(["fit", "--method", "pca", "--data", "iris", "--time-limit", "5", "--out",
                          str(tmp_path / "m.npz")], capsys)
     assert code == 2
-    assert "--time-limit bounds an iterative solve" in _one_line_error(err)
+    assert _one_line_error(err) == ("metricopt: error: --time-limit bounds an iterative solve (lmnn, mmc, pola, mlcc, "
+                                    "nca, gerrymander, local); --method pca is computed in closed form; drop "
+                                    "--time-limit.")
+
+    code, _, err = _run(["fit", "--method", "gerrymander", "--data", "iris", "--solver-tol", "1e-6", "--out",
+                         str(tmp_path / "m.npz")], capsys)
+    assert code == 2
+    assert "--solver-tol is the exact backend's conic solver accuracy" in _one_line_error(err)
+
+    code, _, err = _run(["fit", "--method", "rca", "--data", "iris", "--tol", "1e-3", "--out",
+                         str(tmp_path / "m.npz")], capsys)
+    assert code == 2
+    assert _one_line_error(err) == "metricopt: error: --tol does not apply to --method rca (RCA takes no tol); drop --tol."
 
     code, _, err = _run(["fit", "--data", "iris", "--out", str(tmp_path / "no" / "m.npz")], capsys)
     assert code == 2 and "the folder" in _one_line_error(err) and "does not exist" in err
@@ -425,3 +437,28 @@ def test_data_folder_found_beside_the_current_directory(tmp_path, monkeypatch):
     (tmp_path / "work").mkdir()
     monkeypatch.chdir(tmp_path / "work")
     assert datasets.find_data_home() == tmp_path / "shared" / "data"
+
+
+def test_fit_passes_the_shared_options_as_estimator_parameters(tmp_path, capsys, monkeypatch):
+    """Issue 31: ``--time-limit`` (and ``--tol``, ``--max-iter``) reach the estimator as its parameters, for every
+    iterative method, local distance functions included; what is not given keeps the estimator's own default."""
+    from metricopt import cli
+
+    made = {}
+    real = cli._make_estimator
+
+    def spy(args):
+        est = real(args)
+        made[args.method] = est.get_params()
+        return est
+
+    monkeypatch.setattr(cli, "_make_estimator", spy)
+    code, out, _ = _run(["fit", "--method", "local", "--how", "lda", "--where", "global", "--data", "iris",
+                         "--time-limit", "30", "--max-iter", "500", "--quiet", "--out", str(tmp_path / "l.npz")], capsys)
+    assert code == 0, out
+    assert made["local"]["time_limit"] == 30 and made["local"]["max_iter"] == 500
+    assert made["local"]["tol"] == metricopt.LocalMetricKNN().tol  # not given: the estimator's default
+    code, out, _ = _run(["fit", "--method", "lmnn", "--data", "iris", "--time-limit", "30", "--quiet", "--out",
+                         str(tmp_path / "m.npz")], capsys)
+    assert code == 0, out
+    assert made["lmnn"]["time_limit"] == 30 and made["lmnn"]["tol"] is None and made["lmnn"]["backend"] == "cvxpy"

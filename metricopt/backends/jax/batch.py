@@ -13,10 +13,12 @@ number of chunks (the batch runs until every problem's width reached ``s_stop``,
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..._deadline import Budget
 from ..._validation import check_int, check_real
 from ...errors import InputError
 
@@ -34,12 +36,18 @@ class BatchSolution:
     iterations : int
         Iterations run (the same for every problem of the batch).
     stats : dict
-        ``capacity`` (the padded active-set size), ``batch`` (the number of problems), ``chunks``.
+        ``capacity`` (the padded active-set size), ``batch`` (the number of problems), ``chunks``,
+        ``out_of_time`` (whether the loop stopped because no further chunk fitted before the deadline in force,
+        :mod:`metricopt._deadline`: a caller's ``time_limit``; the points are then the last iterates).
     """
 
     points: list
     iterations: int
     stats: dict = field(default_factory=dict)
+
+
+#: under a deadline, the first chunk's iterations (the compilation comes with it; then the rate is known)
+FIRST_STEPS = 2
 
 
 @functools.lru_cache(maxsize=1)
@@ -98,6 +106,10 @@ def solve_batch(problems: list, *, max_iter: int = 2000, chunk: int = 40, s_stop
         Iterations run at least before the loop may end at ``s_stop``.
     precondition : bool, default True
         Solve in the backend's preconditioned coordinates (the pull matrix whitened, ``M = T Z T``).
+
+    Under a deadline (a caller's ``time_limit``, :func:`metricopt._deadline.deadline`) the first chunk has
+    :data:`FIRST_STEPS` iterations (its compilation, which no limit interrupts, always runs) and each later one as many
+    as fit in the time left at the last chunk's rate: none starts that would end past the deadline.
 
     Returns
     -------
@@ -160,10 +172,22 @@ def solve_batch(problems: list, *, max_iter: int = 2000, chunk: int = 40, s_stop
         run_batch = _run_batch_fn()
         it = chunks = 0
         B = len(problems)
+        budget, per_step, out_of_time = Budget.start(None), 0.0, False  # the deadline in force (a caller's limit)
         while it < max_iter:
             n = min(chunk, max_iter - it)
+            if budget.limited:  # a first chunk of FIRST_STEPS (its compilation included), then what the time allows
+                left = budget.left() or 0.0
+                n = min(n, FIRST_STEPS) if not chunks else min(n, int(left / per_step) if per_step > 0 else n)
+                if n < 1 or left <= 0.0:
+                    out_of_time = True
+                    break
+            started = time.perf_counter()
             state_b = run_batch(solver, term_classes, geometry, data_b, gdata_b, act_b, state_b, n, roles)
             state_b = jax.tree_util.tree_map(np.asarray, state_b)
+            if chunks:  # the first chunk's time holds the compilation
+                per_step = (time.perf_counter() - started) / n
+            elif budget.limited:
+                per_step = (time.perf_counter() - started) / n  # an overestimate, until the next chunk's
             it += n
             chunks += 1
             # the solver's own continuation, problem by problem (host side, cheap)
@@ -172,4 +196,4 @@ def solve_batch(problems: list, *, max_iter: int = 2000, chunk: int = 40, s_stop
             if np.all(state_b["s"] <= s_stop) and it >= min_iter:
                 break
     points = [setups[b].to_point(state_b["M"][b]) for b in range(B)]
-    return BatchSolution(points, it, {"capacity": cap, "batch": B, "chunks": chunks})
+    return BatchSolution(points, it, {"capacity": cap, "batch": B, "chunks": chunks, "out_of_time": out_of_time})

@@ -176,7 +176,9 @@ def solve_lmnn_batch(sets: list, k: int = 3, mu: float = 0.5, reg: float = 1e-2,
     metrics, objectives, statuses, gaps = [], [], [], []
     P_perp = [np.eye(d) - Q @ Q.T for Q in bases]
     # the loop's own word: its continuation ran (to s_stop or max_iter); the certificate, where taken, decides
-    report = SolverReport(Outcome.CONVERGED, f"batched FISTA continuation, {it} iterations")
+    report = (SolverReport(Outcome.TIME_LIMIT, f"batched FISTA continuation stopped at the time limit after {it} "
+                           "iterations") if solved.stats["out_of_time"] else
+              SolverReport(Outcome.CONVERGED, f"batched FISTA continuation, {it} iterations"))
     for b, (p, Q) in enumerate(zip(problems, bases)):
         N = solved.points[b]["M"]
         objectives.append(p.objective(N))

@@ -16,7 +16,7 @@ from ..baselines.transforms import ClosedForm
 from ...linalg import symmetrize
 from .taxonomy import DEFAULTS, HOW, WHEN, WHERE, LocalMetrics, _Space, check_cell, column_of, fit_local_metrics
 from ...solution import Solution
-from ...estimators._params import Choices, Interval
+from ...estimators._params import SOLVE_CONSTRAINTS, Choices, Interval
 from ...estimators.base import (
     FitResult, ModelState, ModelStateError, ProblemFitMixin, check_fitted_input, fit_estimator)
 
@@ -25,7 +25,7 @@ __all__ = ["LocalMetricKNN"]
 #: the options of :func:`metricopt.methods.local.fit_local_metrics` the estimator exposes, by parameter name
 _OPTIONS = ("k", "shortlist", "neighborhood_size", "n_references", "interpolation", "sigma", "reference_cv",
             "class_form", "class_set_size", "lda_reg", "n_bags", "lmnn_k", "lmnn_mu", "local_reg", "local_max_iter",
-            "certify_local", "tol", "max_iter", "random_state")
+            "certify_local", "tol", "max_iter", "time_limit", "random_state")
 
 
 class LocalMetricKNN(ProblemFitMixin, ClassifierMixin, BaseEstimator):
@@ -72,6 +72,12 @@ class LocalMetricKNN(ProblemFitMixin, ClassifierMixin, BaseEstimator):
     tol : float, default 1e-3
         Certified relative gap of the global (and per-class) LMNN.
     max_iter : int, default 2000
+    time_limit : float, optional
+        Wall-clock seconds for the whole fit (:mod:`metricopt.options`): the global and per-class LMNN solves keep
+        its deadline (status ``time_limit`` with the best certified point when they reach it), and no batch of local
+        solves starts that would end past it, judged by the last batch's time; the local sets left keep the global
+        metric and count as ``time_limit`` in ``local_.statuses``. Learning at prediction time (``when="online"``)
+        is not bounded by it.
     random_state : int, default 0
     verbose : bool, default False
 
@@ -113,6 +119,7 @@ class LocalMetricKNN(ProblemFitMixin, ClassifierMixin, BaseEstimator):
         "certify_local": ["boolean"],
         "tol": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "time_limit": SOLVE_CONSTRAINTS["time_limit"],
         "random_state": [Interval(Integral, 0, None, closed="left")],
         "verbose": ["verbose"],
     }
@@ -123,7 +130,8 @@ class LocalMetricKNN(ProblemFitMixin, ClassifierMixin, BaseEstimator):
                  class_form: str = "joint", class_set_size: int | None = None, lda_reg: float = 1.0,
                  n_bags: int = 10, lmnn_k: int = 3, lmnn_mu: float = 0.5, local_reg: float = 1e-2,
                  local_max_iter: int = 300, certify_local: bool = False, tol: float = 1e-3,
-                 max_iter: int = 2000, random_state: int = 0, verbose: bool = False) -> None:
+                 max_iter: int = 2000, time_limit: float | None = None, random_state: int = 0,
+                 verbose: bool = False) -> None:
         self.how = how
         self.where = where
         self.when = when
@@ -145,6 +153,7 @@ class LocalMetricKNN(ProblemFitMixin, ClassifierMixin, BaseEstimator):
         self.certify_local = certify_local
         self.tol = tol
         self.max_iter = max_iter
+        self.time_limit = time_limit
         self.random_state = random_state
         self.verbose = verbose
 
