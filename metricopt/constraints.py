@@ -20,15 +20,94 @@ from .linalg import sq_dists
 BLOCK_BYTES = 32 * 2**20
 
 
+#: the device search (:mod:`metricopt.search`, JAX) replaces the NumPy passes below when JAX is importable and
+#: the pass's work reaches this many multiply-adds: ``n * n * d`` for the triplet search and hinge totals,
+#: ``sum over classes of n_c^2 * d`` for target neighbours. Measured with ``benchmarks/device_search.py``
+#: (``benchmarks/results/device_search.md``; 2 shared cores (load about 4), XLA's CPU device, k = 3,
+#: margin 0; warm = kernel compiled; both searches give identical triplets, hinge values bit for bit):
+#:
+#: ====================  =========  =======  ======  ===========  ===============
+#: triplet search        n^2 d      NumPy s  tree s  device warm  device 1st call
+#: ====================  =========  =======  ======  ===========  ===============
+#: digits PCA-30         4.7e7      0.056    0.028   0.018        1.7
+#: letter 14,000 x 16    3.1e9      6.0      0.87    1.11         2.7
+#: synthetic 20k x 50    2.0e10     10.7     6.0     1.02         2.4
+#: ====================  =========  =======  ======  ===========  ===============
+#:
+#: The device beats NumPy warm at every size, but each new kernel shape compiles (1-3 s on 2 cores, a few
+#: times per solve as the active set changes size); below about 1e9 the saving per search (0.04 s at
+#: digits) does not repay that, so NumPy stays the small-n path. (Where the ball tree applies, d <= 25,
+#: it is as fast as the device on the CPU: letter 0.87 s vs 1.11 s.) Target neighbours are computed once
+#: per problem, so the first call counts: letter (per-class work 1.2e8) NumPy 0.83 s, tree 0.55 s, device
+#: 0.92 s warm / 1.26 s first; synthetic 20k x 50 (2.0e9) NumPy 1.87 s, tree 0.72 s, device 0.88 / 1.33 s:
+#: this threshold on every platform.
+DEVICE_MIN_WORK_CPU = 1e9
+
+#: the triplet search's threshold on an accelerator (GPU, TPU; measured on one H100, 16 host cores, in the
+#: same file): letter-like 14,000 x 16 NumPy 5.4 s, tree 0.90 s, device 0.014 s warm / 2.3 s first;
+#: synthetic 20,000 x 50 at margin 0.5, NumPy 12.1 s, device 0.027 s; synthetic 60,000 x 164 device
+#: 0.15 s; digits (4.7e7) NumPy 0.062 s, device 0.010 s warm / 2.1 s first.
+DEVICE_MIN_WORK_ACCELERATOR = 1e8
+
+
+def use_device_search(n: int, d: int) -> bool:
+    """Whether :func:`active_triplets` and :func:`hinge_total` run on the JAX device for ``n`` points in
+    ``d`` dimensions.
+
+    Rule: JAX importable, and ``n * n * d`` at least :data:`DEVICE_MIN_WORK_CPU` (1e9) when JAX's default
+    device is the CPU, :data:`DEVICE_MIN_WORK_ACCELERATOR` (1e8) on a GPU or TPU (the measurements are in
+    the comments of those constants). :func:`target_neighbors`, done once per problem, uses the device
+    when its per-class work ``sum_c n_c^2 d`` reaches :data:`DEVICE_MIN_WORK_CPU` on any platform. The
+    environment variable ``METRICOPT_DEVICE_SEARCH=0`` (or ``1``) turns the device search off (or on
+    whenever JAX is importable).
+
+    Parameters
+    ----------
+    n : int
+        The number of points.
+    d : int
+        Their dimension (``c * r`` for a stack of ``c`` transforms to ``r`` dimensions).
+
+    Returns
+    -------
+    bool
+        ``True``: the device search.
+    """
+    return _device_worth(float(n) * float(n) * float(d))
+
+
+def _device_worth(work, once=False):
+    """The rule of :func:`use_device_search` for ``work`` multiply-adds (``once``: a pass done once per problem,
+    target neighbours, which must repay its compilation at once: :data:`DEVICE_MIN_WORK_CPU` everywhere)."""
+    import os
+
+    forced = os.environ.get("METRICOPT_DEVICE_SEARCH", "").strip()
+    if forced in ("0", "1"):
+        return forced == "1" and _jax_importable()
+    if work < (DEVICE_MIN_WORK_CPU if once else DEVICE_MIN_WORK_ACCELERATOR) or not _jax_importable():
+        return False
+    from .search import default_platform
+
+    return once or work >= (DEVICE_MIN_WORK_CPU if default_platform() == "cpu" else DEVICE_MIN_WORK_ACCELERATOR)
+
+
+def _jax_importable():
+    from .search import jax_available
+
+    return jax_available()
+
+
 def _block_size(n, extra=1):
     return max(1, int(BLOCK_BYTES // (8 * max(n, 1) * max(extra, 1))))
 
 
-def target_neighbors(X: ArrayLike, y: ArrayLike, k: int) -> np.ndarray:
+def target_neighbors(X: ArrayLike, y: ArrayLike, k: int, *, device: bool | None = None) -> np.ndarray:
     """The ``k`` nearest same-class points of every point (self excluded).
 
     Distances are Euclidean in the given ``X``; equal distances are broken by the
-    lower index. Returns an ``(n, k)`` int64 array of point indices.
+    lower index. Returns an ``(n, k)`` int64 array of point indices. Large inputs run on the JAX
+    device (:func:`metricopt.search.device_target_neighbors`, the same result; rule:
+    :func:`use_device_search`).
 
     (Weinberger & Saul, JMLR 2009, Sec. 3.1.)
 
@@ -40,6 +119,9 @@ def target_neighbors(X: ArrayLike, y: ArrayLike, k: int) -> np.ndarray:
         The labels.
     k : int
         The number of target neighbours.
+    device : bool, optional
+        ``True``: the JAX device search, ``False``: NumPy; ``None`` (default): by the rule of
+        :func:`use_device_search` on the per-class work ``sum_c n_c^2 d``.
 
     Returns
     -------
@@ -49,6 +131,14 @@ def target_neighbors(X: ArrayLike, y: ArrayLike, k: int) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y)
     n = X.shape[0]
+    if device is None and n:
+        _, counts = np.unique(y, return_counts=True)
+        device = _device_worth(float(np.sum(counts.astype(np.float64) ** 2)) * (X.shape[1] if X.ndim == 2 else 1),
+                               once=True)
+    if device:
+        from .search import device_target_neighbors
+
+        return device_target_neighbors(X, y, k)
     T = np.empty((n, k), dtype=np.int64)
     for c in np.unique(y):
         idx = np.flatnonzero(y == c)  # ascending, so stable order == lower index first
@@ -118,7 +208,8 @@ def _check_clusters(Z, clusters):
 
 
 def iter_triplets(Z: ArrayLike, y: ArrayLike, targets: np.ndarray, margin: float = 0.0, block_size: int | None = None,
-                  clusters: ArrayLike | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+                  clusters: ArrayLike | None = None, *,
+                  device: bool | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """Yield ``(i, j, l, h)`` blocks of LMNN triplets with hinge argument ``h > -margin``.
 
     A triplet is an anchor ``i``, one of its target neighbours ``j`` and a
@@ -148,6 +239,10 @@ def iter_triplets(Z: ArrayLike, y: ArrayLike, targets: np.ndarray, margin: float
         Anchors per block (default: from a memory budget).
     clusters : (n,) array_like of int, optional
         The cluster of every point (multi-metric LMNN); ``None``: one metric.
+    device : bool, optional
+        ``True``: the JAX device search (:func:`metricopt.search.device_iter_triplets`, one group of blocks
+        per yield; ``block_size`` then sets its block), ``False``: NumPy; ``None`` (default): NumPy with a
+        ``block_size``, else by :func:`use_device_search`.
 
     Yields
     ------
@@ -160,6 +255,11 @@ def iter_triplets(Z: ArrayLike, y: ArrayLike, targets: np.ndarray, margin: float
         When ``Z`` and ``clusters`` do not match (``Z`` must be ``(n, r)`` without clusters, ``(c, n, r)``
         with).
     """
+    if device or (device is None and block_size is None and _device_for(Z)):
+        from .search import device_iter_triplets
+
+        yield from device_iter_triplets(Z, y, targets, margin, block_size, clusters)
+        return
     Zs, cl = _check_clusters(Z, clusters)
     y = np.asarray(y)
     n, k = targets.shape
@@ -201,10 +301,15 @@ def iter_triplets(Z: ArrayLike, y: ArrayLike, targets: np.ndarray, margin: float
 
 def active_triplets(Z: ArrayLike, y: ArrayLike, targets: np.ndarray, margin: float = 0.0,
                     block_size: int | None = None, limit: int | None = None,
-                    clusters: ArrayLike | None = None) -> tuple[np.ndarray, ...] | None:
+                    clusters: ArrayLike | None = None, *, device: bool | None = None) -> tuple[np.ndarray, ...] | None:
     """All triplets with hinge argument ``h > -margin``, as int64 arrays ``(i, j, l)`` and ``h``;
     ``None`` as soon as more than ``limit`` (when given) have been found. ``clusters``: see
     :func:`iter_triplets`.
+
+    Without a ``block_size``, large inputs run on the JAX device
+    (:func:`metricopt.search.device_active_triplets`; rule: :func:`use_device_search`): the same
+    triplets with bit-for-bit the same hinge values (recomputed on the host with the expressions below),
+    in the order of the device's blocks.
 
     Parameters
     ----------
@@ -222,6 +327,9 @@ def active_triplets(Z: ArrayLike, y: ArrayLike, targets: np.ndarray, margin: flo
         Give up (``None``) above this many triplets.
     clusters : (n,) array_like of int, optional
         The cluster of every point (multi-metric LMNN); ``None``: one metric.
+    device : bool, optional
+        ``True``: the JAX device search (``block_size`` then sets its block), ``False``: NumPy; ``None``
+        (default): NumPy with a ``block_size``, else by :func:`use_device_search`.
 
     Returns
     -------
@@ -234,8 +342,12 @@ def active_triplets(Z: ArrayLike, y: ArrayLike, targets: np.ndarray, margin: flo
         When ``Z`` and ``clusters`` do not match (``Z`` must be ``(n, r)`` without clusters, ``(c, n, r)``
         with).
     """
+    if device or (device is None and block_size is None and _device_for(Z)):
+        from .search import device_active_triplets
+
+        return device_active_triplets(Z, y, targets, margin, limit, clusters, block_size)
     parts, count = [], 0
-    for part in iter_triplets(Z, y, targets, margin, block_size, clusters=clusters):
+    for part in iter_triplets(Z, y, targets, margin, block_size, clusters=clusters, device=False):
         parts.append(part)
         count += part[0].size
         if limit is not None and count > limit:
@@ -246,8 +358,13 @@ def active_triplets(Z: ArrayLike, y: ArrayLike, targets: np.ndarray, margin: flo
     return tuple(np.concatenate([p[c] for p in parts]) for c in range(4))
 
 
+def _device_for(Z):
+    shape = np.shape(Z)
+    return len(shape) >= 2 and use_device_search(shape[-2], shape[-1] * (shape[0] if len(shape) == 3 else 1))
+
+
 def hinge_total(Z: ArrayLike, y: ArrayLike, targets: np.ndarray, block_size: int | None = None,
-                clusters: ArrayLike | None = None) -> float:
+                clusters: ArrayLike | None = None, *, device: bool | None = None) -> float:
     """``sum over all triplets of [1 + d_ij - d_il]_+`` (blocked, exact differences), summed exactly rounded
     (``math.fsum``): the value depends on the hinge values only, not on the blocks or their order, so it equals
     the exactly rounded sum of the ``h > 0`` of any search at the same ``Z`` (:func:`active_triplets`).
@@ -264,6 +381,8 @@ def hinge_total(Z: ArrayLike, y: ArrayLike, targets: np.ndarray, block_size: int
         Anchors per block (default: from a memory budget).
     clusters : (n,) array_like of int, optional
         The cluster of every point (multi-metric LMNN); ``None``: one metric.
+    device : bool, optional
+        As in :func:`active_triplets` (the device search's hinge values are NumPy's, so is the sum).
 
     Returns
     -------
@@ -276,8 +395,12 @@ def hinge_total(Z: ArrayLike, y: ArrayLike, targets: np.ndarray, block_size: int
         When ``Z`` and ``clusters`` do not match (``Z`` must be ``(n, r)`` without clusters, ``(c, n, r)``
         with).
     """
+    if device or (device is None and block_size is None and _device_for(Z)):
+        from .search import device_hinge_total
+
+        return device_hinge_total(Z, y, targets, block_size, clusters)
     return math.fsum(itertools.chain.from_iterable(
-        h[h > 0].tolist() for *_, h in iter_triplets(Z, y, targets, 0.0, block_size, clusters=clusters)))
+        h[h > 0].tolist() for *_, h in iter_triplets(Z, y, targets, 0.0, block_size, clusters=clusters, device=False)))
 
 
 def n_triplets(y: ArrayLike, targets: np.ndarray) -> int:

@@ -88,9 +88,10 @@ class LMNNProblem(Problem):
         E.g. ``metricopt.terms.Frobenius(lam)`` or ``metricopt.terms.Trace(lam)``.
     search : {"auto", "brute", "tree"}, default "auto"
         How target neighbours and impostors are searched (Section 6 of the paper):
-        ``"brute"`` blocked brute force, ``"tree"`` per-class ball trees
-        (:mod:`metricopt.balltree`; identical results), ``"auto"`` the faster one by
-        :func:`metricopt.balltree.choose_search` (trees for ``n >= 2000`` points in
+        ``"brute"`` blocked brute force (on the JAX device when large enough,
+        :func:`metricopt.constraints.use_device_search`; NumPy below), ``"tree"`` per-class ball trees
+        (:mod:`metricopt.balltree`; identical results), ``"auto"`` the faster one: the device search on
+        an accelerator, else :func:`metricopt.balltree.choose_search` (trees for ``n >= 2000`` points in
         ``d <= 25`` dimensions).
     sample_weight : (n,) array_like of float, optional
         Weight ``w_i >= 0`` of each anchor point (finite, not all zero); ``None`` (default): all
@@ -219,6 +220,11 @@ class LMNNProblem(Problem):
             return False
         if self.search == "tree":
             return True
+        from ...constraints import use_device_search
+        from ...search import default_platform
+
+        if use_device_search(self.n, dim) and default_platform() != "cpu":
+            return False  # on an accelerator the device search wins (letter-like 14,000 x 16: 0.014 s vs 0.90 s)
         from ...balltree import choose_search
 
         return choose_search(self.n, dim) == "tree"
