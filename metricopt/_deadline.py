@@ -1,28 +1,44 @@
 """Wall-clock budgets for ``time_limit``: the promise and the deadlines that keep it.
 
-A solve given ``time_limit=L`` seconds returns within :func:`hard_limit` ``(L) = max(1.25 L, L + 2 s)`` of its
-start, whatever the problem and backend. It works to two deadlines (a :class:`Budget`):
+A solve given ``time_limit=L`` seconds returns within :func:`hard_limit` ``(L) = max(1.1 L, L + 5 s)`` of its
+start, whatever the problem and backend, with status ``time_limit`` (or ``optimal`` where the returned iterate's
+certificate proves it) and the best certified iterate reached. It works to two deadlines (a :class:`Budget`):
 
-* the **soft** deadline ``t0 + L``: no new round, chunk or convex step starts after it, and the conic
-  solvers (SCS's ``time_limit_secs``, Clarabel's ``time_limit``) are told to stop by it;
+* the **soft** deadline ``t0 + L``: no new round, chunk, re-check or convex step starts after it (nor before it
+  when its estimated cost would end past it), and the conic solvers (SCS's ``time_limit_secs``, Clarabel's
+  ``time_limit``) are told to stop by it;
 * the **hard** deadline ``t0 + hard_limit(L)``: the promise. Between the two lies the slack for what ends a
   solve: the closing certificate (its conic programs, the "restricted dual", may run until
   :meth:`Budget.certify_by`, a :data:`CERTIFY_SHARE` of the slack after the soft deadline), the exact
   objective, a conic solver's overrun of its own limit (SCS checks it between iterations and not during its
-  set-up, Clarabel between interior-point iterations).
+  set-up, Clarabel between interior-point iterations), and the error of the estimates below.
 
 Deadlines nest through a context variable (:func:`deadline`): a time-limited solve run inside another
 (a CCCP step, a pass of multi-pass LMNN, the exact backend's first-order start) never gets past the
 enclosing one, and the certificate's conic programs read it (:func:`conic_seconds`,
 :func:`metricopt.certify._dual.solve_small`). Without a ``time_limit`` nothing is set and nothing changes.
 
-What no limit interrupts, and how the promise is kept around it: CVXPY's compilation and a conic solver's set-up
-(the exact backend estimates both and does not start a round that would end past the hard deadline: in round 1
-the start comes back unsolved), one re-check and one jitted chunk of the JAX backend (chunks are shortened to the
-time left at the last chunk's rate), and JAX's import and the compilation of its loop (seconds, once per process
-and shape: the exact backend's first-order start is taken only with ample time left). Measured on 2 loaded cores
-(``tests/test_reliability_time_limit.py``), a first JAX solve in a fresh process, import and compilation
-included, kept a 1 s limit on 200-300 digits points; nothing bounds that compilation on larger problems.
+What no limit interrupts is **estimated before it starts and not started when it would end past its deadline**
+(:meth:`Budget.fits`): each piece's cost is its last measured run in this solve, or before any, an a-priori
+model from the problem's size. On the exact backend: CVXPY's compilation and a conic solver's set-up
+(:data:`CONIC_SECONDS_PER_SCALAR`, the backend's ``COMPILE_SECONDS_PER_SCALAR``; in round 1 the start comes back
+unsolved) and the search of all triplets (for violators after a round, and the one that certifies or evaluates the
+round's point: each round's solver stops that long before the hard deadline, and no round starts without that
+time). On the JAX backend
+(:mod:`metricopt.backends.jax.driver`): the search of all triplets (the start's scale search, every re-check, the
+certificate of an iterate other than the last re-checked one; a priori ``SEARCH_SECONDS_PER_UNIT`` x n^2 d), a
+jitted chunk (shortened to the time left at the last chunk's rate, a priori ``ITERATION_SECONDS_PER_UNIT`` x
+active capacity x d^2) and the compilation of the loop for a new active-set capacity bucket (the most measured in
+the process, a priori ``COMPILE_SECONDS``), and a certificate's dual (its last measured run, a priori from the
+active set). Estimates carry a margin (``ESTIMATE_MARGIN``, the exact backend's ``SEARCH_MARGIN``: 1.5) for a
+loaded machine's changing speed; the start's scale search is also stopped between the blocks of a search. A
+certificate that would overrun is skipped: the solve returns the best certified iterate so far, and says so; when
+not even the first search of all triplets fits, the start comes back unevaluated. JAX's import and the compilation
+of its first loop in a process are estimated, not bounded: measured on 2 loaded cores
+(``tests/test_reliability_time_limit.py``, ``tests/test_time_wall.py``), they fit the 5 s of slack. What is not
+bounded either: a search that explodes (far more active triplets than the last one found, which the rollback
+safeguard's limit stops only on the NumPy search), and work outside the solve (building the problem: its target
+neighbours).
 """
 
 from __future__ import annotations
@@ -34,8 +50,8 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 #: the promised wall time of a solve with ``time_limit=L``: ``max(SLACK_FACTOR * L, L + SLACK_SECONDS)``
-SLACK_FACTOR = 1.25
-SLACK_SECONDS = 2.0
+SLACK_FACTOR = 1.1
+SLACK_SECONDS = 5.0
 #: the closing certificate's conic programs may run until this share of the slack after the soft deadline;
 #: the rest is kept for the parts that cannot be interrupted (compiling those programs, searching all triplets,
 #: evaluating the objective)
@@ -52,8 +68,20 @@ _AT: ContextVar[float | None] = ContextVar("metricopt_deadline", default=None)
 
 
 def hard_limit(limit: float) -> float:
-    """The promised wall time (seconds) of a solve with ``time_limit=limit``: ``max(1.25 limit, limit + 2)``."""
-    return max(SLACK_FACTOR * limit, limit + SLACK_SECONDS)
+    """The promised wall time (seconds) of a solve with ``time_limit=limit``: ``max(1.1 limit, limit + 5)``.
+
+    Parameters
+    ----------
+    limit : float
+        The ``time_limit`` (seconds).
+
+    Returns
+    -------
+    float
+        The seconds within which the solve returns.
+    """
+    # limit + 0.1 limit, not 1.1 limit: 1.1 x 100 rounds to 110.00000000000001
+    return limit + max(round(SLACK_FACTOR - 1.0, 12) * limit, SLACK_SECONDS)
 
 
 def ambient() -> float | None:
@@ -137,13 +165,37 @@ class Budget:
     @property
     def certify_by(self) -> float | None:
         """Until when the closing certificate's conic programs may run (:data:`CERTIFY_SHARE`)."""
-        if self.soft is None:
+        if self.soft is None or self.hard is None:
             return None
         return self.soft + CERTIFY_SHARE * (self.hard - self.soft)
 
     def running(self) -> AbstractContextManager[float | None]:
         """The context of the solve itself: the hard deadline in force (nested solves stay within it)."""
         return deadline(self.hard)
+
+    def fits(self, seconds: float, by: float | None = None, now: float | None = None) -> bool:
+        """Whether a piece of work that no limit interrupts, estimated at ``seconds``, started ``now`` ends by the
+        deadline ``by`` (default the soft one); always ``True`` without a deadline.
+
+        Parameters
+        ----------
+        seconds : float
+            The piece's estimated duration.
+        by : float, optional
+            The deadline it must end by (a :func:`time.perf_counter` value, e.g. :attr:`hard` or
+            :attr:`certify_by`); default :attr:`soft`.
+        now : float, optional
+            The time it would start (default now).
+
+        Returns
+        -------
+        bool
+            Whether ``now + seconds <= by``.
+        """
+        at = self.soft if by is None else by
+        if at is None:
+            return True
+        return (time.perf_counter() if now is None else now) + max(float(seconds), 0.0) <= at
 
     def closing(self) -> AbstractContextManager[float | None]:
         """The context of the closing certificate: :attr:`certify_by` in force."""

@@ -176,7 +176,9 @@ def test_fit_jax_backend_shows_live_progress_and_history_plot(tmp_path, capsys):
                            "--out", str(model), "--plot", str(fig)], capsys)
     assert code == 0, err
     prog = [ln for ln in out.splitlines() if ln.startswith("[metricopt jax/fista]")]
-    assert prog and all(re.search(r"objective \S+\s+certified gap .*active\s+\d+\s+[\d.]+s", ln) for ln in prog)
+    assert re.match(r"\[metricopt jax/fista\] memory estimate: [\d.]+ MB on the device, [\d.]+ MB on the host", prog[0])
+    assert prog[1:] and all(re.search(r"objective \S+\s+certified gap .*active\s+\d+\s+[\d.]+s", ln)
+                            for ln in prog[1:])
     assert "backend jax" in out and "LMNN certificate:" in out
     from metricopt.io import read_model_file
 

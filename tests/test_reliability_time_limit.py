@@ -1,9 +1,9 @@
-"""``time_limit`` is a promise: a solve returns within ``max(1.25 limit, limit + 2 s)`` of wall time
+"""``time_limit`` is a promise: a solve returns within ``max(1.1 limit, limit + 5 s)`` of wall time
 (:func:`metricopt._deadline.hard_limit`), certificate included, with status ``time_limit`` (or ``optimal``
 where its certificate proves it) and a metric.
 
 Timing assertions are otherwise kept out of this suite; here the time is the behaviour under test, with the
-promise's own 2 s of slack (the problems are sized so that they cannot finish within the limit, while their
+promise's own 5 s of slack (the problems are sized so that they cannot finish within the limit, while their
 compilation and solver set-up, which no limit interrupts, stay well inside the slack on 2 loaded cores). JAX's
 import and the compilation of its loop (once per process and shape, documented as outside any limit) are done
 by a warm-up before the timed solve.
@@ -109,7 +109,7 @@ def test_a_round_that_cannot_compile_in_time_returns_the_start(digits20, monkeyp
 
 
 def test_cccp_keeps_the_time_limit(digits20):
-    from metricopt.latent import cccp
+    from metricopt.methods.gerrymander.cccp import cccp
 
     X, y = digits20[0][:150, :10], digits20[1][:150]
     problem = mo.GerrymanderingProblem(X, y, k=3)
@@ -119,7 +119,7 @@ def test_cccp_keeps_the_time_limit(digits20):
 
 
 def test_sgd_keeps_the_time_limit(digits20):
-    from metricopt.latent import sgd
+    from metricopt.methods.gerrymander.cccp import sgd
 
     X, y = digits20[0][:300], digits20[1][:300]
     problem = mo.GerrymanderingProblem(X, y, k=3)
@@ -137,7 +137,7 @@ def test_multipass_keeps_the_time_limit_over_its_passes(digits20):
 
 
 def test_early_stopping_keeps_the_time_limit(digits20):
-    from metricopt.early_stopping import fit_with_validation
+    from metricopt.methods.lmnn.early_stopping import fit_with_validation
 
     X, y = digits20[0][:300], digits20[1][:300]
     _timed(lambda: fit_with_validation(X, y, k=3, max_iter=1, time_limit=0.2))  # warm-up: import and compile
@@ -149,7 +149,8 @@ def test_early_stopping_keeps_the_time_limit(digits20):
 
 # ----------------------------------------------------------------------------- the deadlines themselves
 def test_hard_limit_is_the_promise():
-    assert hard_limit(1.0) == 3.0 and hard_limit(8.0) == 10.0 and hard_limit(100.0) == 125.0
+    assert hard_limit(1.0) == 6.0 and hard_limit(8.0) == 13.0 and hard_limit(100.0) == 110.0
+    assert hard_limit(300.0) == 330.0 and hard_limit(50.0) == 55.0
 
 
 def test_deadlines_nest_and_unwind():
@@ -188,14 +189,15 @@ def test_time_limit_status_is_consistent():
 
 def test_a_skipped_certificate_never_leaves_the_solver_s_optimal(monkeypatch):
     """When the time limit leaves no room for the closing certificate's search of every triplet, the solve is not
-    certified, so the solver's own 'optimal' must not stand (simulated: each search of all triplets takes 2.3 s)."""
+    certified, so the solver's own 'optimal' must not stand (simulated: each search for violators takes 5.5 s, more
+    than the 5 s of slack)."""
     r = np.random.default_rng(1)
     p = mo.LMNNProblem(r.normal(size=(30, 3)), np.repeat([0, 1, 2], 10), k=2)
     term = next(t for t in p.terms if t.uses_working_set)
     real = type(term).violators
 
     def slow(self, *args, **kwargs):
-        time.sleep(2.3)
+        time.sleep(5.5)
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(type(term), "violators", slow)

@@ -81,6 +81,9 @@ SCS_REFACTOR_ROOM = 4.0
 #: 100 digits points, 2e6 scalars, 1.5 s), nor its solver run when its set-up (SETUP_PER_COMPILE times the
 #: compilation just measured) would not end before it
 COMPILE_SECONDS_PER_SCALAR = 1e-6
+#: under a ``time_limit``, a search of all triplets (which no limit interrupts) is estimated as this many times the
+#: last one (a loaded machine's speed changes between two; the JAX backend's ``driver.ESTIMATE_MARGIN``)
+SEARCH_MARGIN = 1.5
 
 #: what each CVXPY status says the conic solver saw (the status is the policy's, metricopt.certify.policy)
 _OUTCOME = {
@@ -475,12 +478,14 @@ def solve(problem: Any, **options: Any) -> Solution:
         Print the working-set progress (and the solver's own log).
     time_limit : float, optional
         Wall-clock seconds for the whole call, certificate included: it returns within
-        ``max(1.25 time_limit, time_limit + 2 s)`` (:mod:`metricopt._deadline`). The conic solver gets
+        ``max(1.1 time_limit, time_limit + 5 s)`` (:mod:`metricopt._deadline`). The conic solver gets
         the seconds left, less its estimated set-up, as its own limit (SCS ``time_limit_secs``, with
         QDLDL; Clarabel ``time_limit``); no working-set round starts once they are spent, or when the
         last round's compilation and set-up (which no limit interrupts) would not fit, and none is
         compiled or set up when that alone would end past the promised time (in round 1 the start is
-        then returned, unsolved); ``init="auto"`` takes its first-order start only with
+        then returned, unsolved); a search for violated triplets (which no limit interrupts either) is not
+        started when, estimated as the last search of all triplets, it would end past the limit, and each
+        round's solver stops that much before the promised time; ``init="auto"`` takes its first-order start only with
         :data:`FIRST_ORDER_MIN_SECONDS` left. The result is then the last round's metric with
         status ``time_limit``, or ``optimal`` where its certificate proves it (the certificate's own
         conic programs are bounded by the limit too, so it may be looser than without one; it is
@@ -508,9 +513,10 @@ def solve(problem: Any, **options: Any) -> Solution:
     if (budget.limited and certify is not None and point["M"] is not None
             and search_time > 0):
         # the certificate searches every triplet again: skip it, saying so, when the last search would not fit
+        # (the initial working set's when no search for violators was made)
         # (its conic programs, if any, are bounded by the deadline in force, and skipped once it has passed); the
         # solver's word alone is then never 'optimal' (the policy says 'time_limit')
-        if time.perf_counter() + search_time > budget.hard:
+        if time.perf_counter() + SEARCH_MARGIN * search_time > budget.hard:
             certify, missing = None, NoCertificate.OUT_OF_TIME
             report = report.because(f"{report.reason}; certificate skipped: the time limit leaves less than the last "
                                     f"search of all triplets took ({search_time:.2g} s)")
@@ -539,32 +545,44 @@ def _solve(problem, opts, budget):
         if init is not None:
             V0["M"] = problem.check_metric(init.M if isinstance(init, Solution) else init, name="init")
             start = "given metric"
+    search_time = 0.0  # the last search of all triplets (the initial working set's, then the violators')
     if working_set:
+        ts = time.perf_counter()
         sets = {i: problem.terms[i].initial_working_set(problem, V0) for i in ws_idx}
+        search_time = time.perf_counter() - ts if ws_idx else 0.0
         width = problem.d if problem.geometry.diagonal else problem.d ** 2
         if auto and isinstance(problem, TripletProblem) and int(problem.n_triplets) * width > POLISH_ABOVE:
             rough = _first_order_point(problem, budget)
             if rough is not None:
                 V0["M"] = rough.M
+                ts = time.perf_counter()
                 sets = {i: problem.terms[i].initial_working_set(problem, V0) for i in ws_idx}
+                search_time = time.perf_counter() - ts
                 start = (f"first-order point (backend='jax', tol {POLISH_TOL:g}: {rough.status}, "
                          f"{rough.stats.get('time', 0.0):.1f} s)")
     else:
         sets = {i: t.all_triplets(problem) for i, t in enumerate(problem.terms) if t.uses_working_set}
     _check_size(problem, [len(s) for s in sets.values()])
 
-    history, iters, rounds, search_time = [], 0, 0, 0.0
+    history, iters, rounds = [], 0, 0
     report, Vval, solver_obj = SolverReport(Outcome.FAILED), None, None
     while True:
         rounds += 1
         tr = time.perf_counter()
-        prog, V = build_program(problem, sets, solver)
         try:
+            # the round's solver stops a search of all triplets before the hard deadline (the search that certifies
+            # its point, or evaluates its objective), and by the soft one
+            round_budget = _reserve(budget, SEARCH_MARGIN * search_time) if ws_idx else budget
+            if round_budget.expired():
+                # no time for both: the point at hand is kept, its search done (round 1: the start's, the initial
+                # working set's)
+                raise _OutOfTime(f"the search of all triplets after it would take about {search_time:.2g} s")
+            prog, V = build_program(problem, sets, solver)
             if budget.limited:
                 compile_time = COMPILE_SECONDS_PER_SCALAR * float(prog.size_metrics.num_scalar_data)
                 if time.perf_counter() + compile_time > budget.hard:
                     raise _OutOfTime(f"compiling the program would take about {compile_time:.2g} s")
-            report = _run(prog, solver, kw, verbose and rounds == 1, budget)
+            report = _run(prog, solver, kw, verbose and rounds == 1, round_budget)
         except _OutOfTime as exc:
             # this round alone would break the promise: keep the point at hand (round 1: the start, unsolved)
             message = f"{limit_text}: in working-set round {rounds}, {exc}, more than is left"
@@ -586,6 +604,11 @@ def _solve(problem, opts, budget):
             if ws_idx:
                 report = report.because(f"{report.reason} in working-set round {rounds}")
             break
+        if ws_idx and not budget.fits(SEARCH_MARGIN * search_time):  # the search, which no limit interrupts, would overrun
+            report = SolverReport(Outcome.TIME_LIMIT, (
+                f"{limit_text} reached after {rounds} working-set round(s): no time left for the search of violated "
+                f"triplets (about {search_time:.2g} s)"))
+            break
         added, worst = 0, -np.inf
         ts = time.perf_counter()
         for i in ws_idx:
@@ -594,7 +617,7 @@ def _solve(problem, opts, budget):
             if len(new):
                 sets[i] = np.concatenate([sets[i], new])
                 added += len(new)
-        search_time = time.perf_counter() - ts if ws_idx else 0.0
+        search_time = time.perf_counter() - ts if ws_idx else search_time
         history.append({"round": rounds, "working_set": int(sum(len(s) for s in sets.values()) - added),
                         "added": int(added), "max_violation": float(worst), "solver_objective": solver_obj})
         if verbose:
@@ -641,6 +664,15 @@ def _solve(problem, opts, budget):
     point = {"M": Vval["M"], "objective": objective, "backend": "cvxpy", "solver": solver, "stats": stats,
              "variables": extra}
     return report.because(msg), point, search_time
+
+
+def _reserve(budget, seconds):
+    """``budget`` with its soft deadline at most ``seconds`` before the hard one (never before its start): what a
+    round's conic solver is given, so that the search of all triplets after it (``seconds``, estimated) ends by the
+    hard deadline."""
+    if not budget.limited or seconds <= 0.0:
+        return budget
+    return Budget(budget.t0, max(min(budget.soft, budget.hard - seconds), budget.t0), budget.hard)
 
 
 def _start_point(problem, V0):

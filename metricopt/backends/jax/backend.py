@@ -10,6 +10,7 @@ from typing import Any, Callable, cast
 import numpy as np
 from scipy.optimize import minimize_scalar
 
+from ..._deadline import Budget
 from ..._validation import check_choice, check_int, check_real
 from ...constraints import iter_triplets
 from ...errors import InputError, UnknownOptionError
@@ -187,13 +188,17 @@ def solve(problem: Any, **options: Any) -> Solution:
         ``n^2 d >= driver.TIMED_SPACING_WORK`` (5e8, e.g. letters' 14,000 x 16), ``True`` below.
     time_limit : float, optional
         Wall-clock seconds for the whole call, set-up and certificate included: it returns within
-        ``max(1.25 time_limit, time_limit + 2 s)`` (:mod:`metricopt._deadline`) with status
-        ``time_limit`` (or ``optimal`` where the returned iterate's certificate proves it). It is checked
-        at the re-checks, and chunks are shortened to end by it (at the last chunk's rate); certificates
-        run their conic programs within the time left (so they may be looser than without a limit), and
-        the closing certificate is skipped, with a note, when a search of all triplets would not fit.
-        What no limit interrupts: JAX's import and the compilation of the loop (seconds, once per
-        process and shape), one re-check and one chunk.
+        ``max(1.1 time_limit, time_limit + 5 s)`` (:mod:`metricopt._deadline`) with status
+        ``time_limit`` (or ``optimal`` where the returned iterate's certificate proves it) and the best certified
+        iterate reached. The iterations stop at the limit; what no limit interrupts (the start's scale search, a
+        search of all triplets, a jitted chunk, the compilation of the loop for a new active-set bucket, a
+        certificate's dual) is estimated before it starts, from its last measured run or a-priori
+        (:mod:`.driver`: ``SEARCH_SECONDS_PER_UNIT``, ``ITERATION_SECONDS_PER_UNIT``, ``COMPILE_SECONDS``,
+        ``CERTIFY_SECONDS_PER_UNIT``, each times ``ESTIMATE_MARGIN``), and not started when it would end past its
+        deadline: chunks are shortened to end by the limit, a certificate that would overrun is skipped (the best
+        certified iterate so far is returned instead, and the message says so), and when not even the first
+        search fits, the start is returned unevaluated. JAX's import and its first compilation in a process are
+        estimated, not bounded.
     init : (d, d) array or Solution, optional
         Starting point (PSD metric; a Solution also gives POLA's ``b``); default the identity,
         as in the paper (MMC: scaled onto the budget; POLA: ``b = 1``).
@@ -227,7 +232,7 @@ def solve(problem: Any, **options: Any) -> Solution:
         within ``tol`` (a certified optimum at this re-check wins over the request). ``False`` or
         ``None`` go on; any other return value is an error. Exceptions raised by the callback
         propagate. Time spent in the callback counts towards ``time_limit`` and the statistics
-        (``stats["callback_time"]``). Used by :mod:`metricopt.early_stopping`.
+        (``stats["callback_time"]``). Used by :mod:`metricopt.methods.lmnn.early_stopping`.
 
     Returns
     -------
@@ -256,11 +261,17 @@ def solve(problem: Any, **options: Any) -> Solution:
                          f"'{problem.geometry.describe()}'. Use solver='fista'.")
     terms = _jax_terms(problem, solver)
     init = opts.init
+    budget = Budget.start(opts.time_limit, t0)  # capped by an enclosing solve's deadline
+    timing: dict = {}
     if setup.factor:
         Z0 = setup.initial_point() if init is None else setup.from_point(
             {"L": _check_factor(init, setup.declared.rank, problem.d, setup.declared.diagonal)})
     elif init is None and solver.scaled_start and any(t.uses_working_set for t in terms):
-        Z0 = setup.from_point({"M": best_scale(problem) * np.eye(problem.d)})
+        # under a time limit the scale search stops (at the best scale found) where its next search of all triplets
+        # would end past its share of the time (SCALE_SHARE): the iterations have the rest
+        until = None if budget.soft is None else budget.t0 + SCALE_SHARE * (budget.soft - budget.t0)
+        most = 4_000_000 if until is None else SCALE_TIMED_MAX_TRIPLETS
+        Z0 = setup.from_point({"M": best_scale(problem, None, most, until=until, timing=timing) * np.eye(problem.d)})
     elif init is None:
         Z0 = setup.initial_point()
     else:
@@ -273,7 +284,7 @@ def solve(problem: Any, **options: Any) -> Solution:
 
     mesh = _mesh(opts.devices, problem)
     with jax.enable_x64(True):
-        return _solve(problem, setup, terms, Z0, solver, opts, mesh, t0)
+        return _solve(problem, setup, terms, Z0, solver, opts, mesh, t0, budget, timing.get("search"))
 
 
 def _without_composite(problem, solver, precondition):
@@ -309,7 +320,67 @@ def _check_factor(L, r, d, diagonal=False):
     return L
 
 
-def best_scale(problem: Any, M0: Any = None, max_triplets: int = 4_000_000) -> float:
+class _ScaleOutOfTime(Exception):
+    """The scale search's next search of all triplets would end past its deadline."""
+
+
+#: under a deadline, the scale search (:func:`best_scale`) starts a search of all triplets only when it would end,
+#: with this many more searches after it (the solve's first re-check and its certificate), by the deadline
+SCALE_RESERVE_SEARCHES = 2.0
+#: under a ``time_limit``, the start's scale search has this share of it (its deadline, :func:`best_scale`'s
+#: ``until``); where it falls back to evaluating the objective at a dozen scales (too many triplets to collect),
+#: each a search of all triplets, it would otherwise take most of a short limit (8,000 synthetic points, d = 50,
+#: 30 s on one loaded core: 20 s, leaving no time for an iteration)
+SCALE_SHARE = 0.5
+#: under a ``time_limit``, the scale search collects at most this many triplet values in its one search before it
+#: falls back to evaluating the objective (4 million without a limit: collecting them took 8 s of a 30 s limit
+#: on 8,000 synthetic points, d = 50, one loaded core)
+SCALE_TIMED_MAX_TRIPLETS = 1_000_000
+
+
+class _Clock:
+    """The deadline of a scale search (:func:`best_scale`): each search of all triplets is timed, and the next one
+    is not started when, estimated as the longest so far (before any: :func:`.driver.search_prior`), it would end
+    past ``until`` less :data:`SCALE_RESERVE_SEARCHES` more."""
+
+    def __init__(self, problem, until, timing):
+        from .driver import search_prior
+
+        self.until, self.timing = until, timing
+        self.longest = search_prior(problem)
+        self.measured = False
+        self.n = max(int(problem.n), 1)
+        self.started, self.reached = None, 0  # the search under way: its start, the highest anchor it reached
+
+    def check(self) -> None:
+        """Raise :class:`_ScaleOutOfTime` when the next search would end past the deadline."""
+        if self.until is not None and time.perf_counter() + (1.0 + SCALE_RESERVE_SEARCHES) * self.longest > self.until:
+            raise _ScaleOutOfTime
+
+    def between_blocks(self, anchors: np.ndarray) -> None:
+        """Inside a search, after a block of ``anchors``: raise :class:`_ScaleOutOfTime` once the deadline, less the
+        reserve, has passed (the whole search's duration is then extrapolated from the share of anchors done)."""
+        now = time.perf_counter()
+        if self.started is None:
+            self.started = now
+        if anchors.size:
+            self.reached = max(self.reached, int(anchors.max()) + 1)
+        if self.until is not None and now + SCALE_RESERVE_SEARCHES * self.longest > self.until:
+            if self.reached and self.timing is not None:
+                self.timing["search"] = max((now - self.started) * self.n / self.reached, self.longest)
+            raise _ScaleOutOfTime
+
+    def took(self, seconds: float) -> None:
+        """Account for a search of all triplets that took ``seconds``."""
+        self.started, self.reached = None, 0
+        self.longest = seconds if not self.measured else max(self.longest, seconds)
+        self.measured = True
+        if self.timing is not None:
+            self.timing["search"] = seconds  # the last one: the driver's estimate of a re-check
+
+
+def best_scale(problem: Any, M0: Any = None, max_triplets: int = 4_000_000, *, until: float | None = None,
+               timing: dict | None = None) -> float:
     r"""``argmin_{c > 0} f(c M0)`` (``M0`` PSD, default the identity) from one triplet search.
 
     Along the ray the hinge term is :math:`w \sum_t [1 + c\,\delta_t]_+` with
@@ -337,6 +408,12 @@ def best_scale(problem: Any, M0: Any = None, max_triplets: int = 4_000_000) -> f
         The PSD direction of the ray (default the identity).
     max_triplets : int, optional
         The most collected triplet values before falling back to :func:`_scan_scale`.
+    until : float, optional
+        A deadline (:func:`time.perf_counter`): no search of all triplets is started that would end past it with
+        :data:`SCALE_RESERVE_SEARCHES` more (estimated as the longest so far, before any a-priori,
+        :func:`.driver.search_prior`); the best scale found by then is returned (1 before any search).
+    timing : dict, optional
+        Filled with ``"search"``: the seconds of the last complete search of all triplets.
 
     Returns
     -------
@@ -344,6 +421,17 @@ def best_scale(problem: Any, M0: Any = None, max_triplets: int = 4_000_000) -> f
         The minimising scale ``c`` (within ``[2^-20, 2^20]``, the upper end extended for tiny distances, and
         below where a constraint term makes the objective infinite).
     """
+    clock = _Clock(problem, until, timing)
+    best: list = [1.0, np.inf]  # the scale of lowest objective evaluated so far
+    try:
+        return _best_scale(problem, M0, max_triplets, clock, best)
+    except _ScaleOutOfTime:
+        return float(best[0])
+
+
+def _best_scale(problem, M0, max_triplets, clock, best):
+    """:func:`best_scale` under ``clock`` (raising :class:`_ScaleOutOfTime`), ``best`` kept up to date
+    (``[scale, objective]``) where the objective is evaluated."""
     M0 = np.eye(problem.d) if M0 is None else np.asarray(M0, dtype=np.float64)
     hinges = [t for t in problem.terms if t.uses_working_set]
     single = hinges[0] if len(hinges) == 1 and isinstance(hinges[0], CertifiableTerm) else None
@@ -353,7 +441,7 @@ def best_scale(problem: Any, M0: Any = None, max_triplets: int = 4_000_000) -> f
             else None)
     if (piece is None or (piece.loss != "triplet_hinge" and loss is None)
             or not isinstance(problem, TripletProblem)):
-        return _scan_scale(problem, M0)
+        return _scan_scale(problem, M0, clock=clock, best=best)
     weight = piece.weight
     others = [t for t in problem.terms if not t.uses_working_set]
     rest = lambda c: float(sum(t.value(problem, problem.point(c * M0)) for t in others))
@@ -366,13 +454,17 @@ def best_scale(problem: Any, M0: Any = None, max_triplets: int = 4_000_000) -> f
     sw = problem.sample_weight
     while True:
         parts, wparts, count = [], [], 0
+        clock.check()
+        ts = time.perf_counter()
         for i, _, _, h in iter_triplets(Z, cast(np.ndarray, problem.y), T, margin=D - 1.0, clusters=problem.clusters):
+            clock.between_blocks(i)
             parts.append(h - 1.0)
             if sw is not None:
                 wparts.append(sw[i])
             count += h.size
             if count > max_triplets:
-                return _scan_scale(problem, M0)
+                return _scan_scale(problem, M0, clock=clock, best=best)
+        clock.took(time.perf_counter() - ts)
         delta = np.concatenate(parts) if parts else np.zeros(0)
         if loss is not None:  # a scalar loss other than the hinge: its sum over the triplets active at c
             order = np.argsort(delta, kind="stable")
@@ -412,6 +504,7 @@ def best_scale(problem: Any, M0: Any = None, max_triplets: int = 4_000_000) -> f
         c = float(np.exp(found.x))
         if c > 1.01 / D or 1.0 / D <= lo_c:
             return c
+        best[0] = c  # a wider search would move it below 1 / D: the best so far, should time run out
         D *= 4.0
 
 
@@ -427,12 +520,25 @@ def _largest_finite(value, lo, hi, steps=60):
     return lo
 
 
-def _scan_scale(problem, M0, shrink=2.0, golden_steps=6):
+def _scan_scale(problem, M0, shrink=2.0, golden_steps=6, clock=None, best=None):
     """``argmin_c f(c M0)`` approximately, each value the exact objective (a search of all
     triplets): halve ``c`` from 1 while ``f`` decreases (doubling instead if it increases at
     once), then narrow the bracket by golden-section steps in ``log c``; ``c`` within
-    ``[2^-20, 2^20]``. The fallback of :func:`best_scale`."""
-    f = lambda c: problem.objective(c * M0)
+    ``[2^-20, 2^20]``. The fallback of :func:`best_scale`; under its ``clock`` each evaluation is timed and
+    ``best`` (``[scale, objective]``) kept up to date."""
+    best = [1.0, np.inf] if best is None else best
+
+    def f(c):
+        if clock is not None:
+            clock.check()
+        ts = time.perf_counter()
+        value = problem.objective(c * M0)
+        if clock is not None:
+            clock.took(time.perf_counter() - ts)
+        if value < best[1]:
+            best[0], best[1] = c, value
+        return value
+
     c, fc = 1.0, f(1.0)
     step = 1.0 / shrink if f(1.0 / shrink) < fc else shrink
     lo_hi = None
@@ -550,8 +656,8 @@ def evaluate(problem: Any, Z: Any, smoothing: float = 0.0, direction: Any = None
     return out
 
 
-def _solve(problem, setup, terms, Z0, solver, opts, mesh=None, t0=None):
+def _solve(problem, setup, terms, Z0, solver, opts, mesh=None, t0=None, budget=None, search_seconds=None):
     """Run the driver (:class:`.driver.Run`) around the jitted loop."""
     from .driver import Run
 
-    return Run(problem, setup, terms, Z0, solver, opts, mesh, t0).run()
+    return Run(problem, setup, terms, Z0, solver, opts, mesh, t0, budget, search_seconds).run()

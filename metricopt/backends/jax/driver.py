@@ -67,8 +67,58 @@ MAX_CHECK_FACTOR = 8
 #: under a ``time_limit``: a certificate before the end may run its conic programs for this share of the seconds
 #: left (the closing one until the budget's ``certify_by``, :mod:`metricopt._deadline`)
 MID_CERTIFY_SHARE = 0.5
+#: under a ``time_limit`` (:mod:`metricopt._deadline`), what no limit interrupts is estimated before it starts, from
+#: its last measured run in this solve, or before any from these a-priori costs (2 loaded cores, float64; synthetic
+#: LMNN, d = 50): a search of all triplets, SEARCH_SECONDS_PER_UNIT x n^2 d (8,000 points: 0.7-2.2 s, 20,000:
+#: 4.5 s, i.e. 1.1e-10 to 3.4e-10 per unit); one iteration of the loop, ITERATION_SECONDS_PER_UNIT x the active
+#: sets' capacity x d^2 (2^19 triplets: 0.37 s, 2.8e-10); compiling the loop for a capacity bucket not yet compiled
+#: in the process, the most measured so far or COMPILE_SECONDS (measured 0.5-2.3 s on 2 loaded cores, d = 20-50)
+SEARCH_SECONDS_PER_UNIT = 3e-10
+ITERATION_SECONDS_PER_UNIT = 4e-10
+COMPILE_SECONDS = 2.0
+#: what no limit interrupts is started only when this many times its estimate ends by its deadline: a loaded machine's
+#: speed changes between two measurements (a search of 8,000 synthetic points on 2 cores shared with other jobs took
+#: 5.8 s extrapolated from the first blocks of one, then 8.1 s)
+ESTIMATE_MARGIN = 1.5
+#: a certificate's cost before any was measured (its search is the re-check's, kept): CERTIFY_SECONDS +
+#: CERTIFY_SECONDS_PER_UNIT x active triplets x d^2 (synthetic LMNN, d = 50: 382,218 active, 0.6 s; 1,029,753:
+#: 1.9 s; 8,470: 0.06 s); the closing one may also try the wide restricted dual (FINAL_CERTIFY_FACTOR)
+CERTIFY_SECONDS = 0.2
+CERTIFY_SECONDS_PER_UNIT = 1.5e-9
+FINAL_CERTIFY_FACTOR = 2.0
 
 _NO_PIECE = DualPiece()
+#: the jitted loops compiled in this process (:func:`_loop_key`) and the seconds the compilations took
+_COMPILED: set = set()
+_COMPILE_SECONDS: list = []
+
+
+def search_prior(problem: Any) -> float:
+    """The a-priori seconds of a search of all triplets of ``problem`` (:data:`SEARCH_SECONDS_PER_UNIT` x n^2 d),
+    0 for a problem without a working set (its re-check evaluates pairs or terms, not a search).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+
+    Returns
+    -------
+    float
+        The estimated seconds.
+    """
+    if not any(t.uses_working_set for t in problem.terms):
+        return 0.0
+    n, d = float(problem.n), float(problem.d)
+    return SEARCH_SECONDS_PER_UNIT * n * n * d
+
+
+def _loop_key(run, actives):
+    """What the jitted loop is compiled for (its static arguments, the active sets' capacities, the data's
+    shapes): a key of :data:`_COMPILED`."""
+    caps = tuple(None if a is None else tuple(v.shape for v in a.values()) for a in actives)
+    return (repr(run.solver), run.term_classes, repr(run.geometry), run.roles, repr(run.composite), caps,
+            run.problem.n, run.problem.d, run.dtype, run.n_dev)
 
 
 def _new_violators(old, new, h):
@@ -79,6 +129,38 @@ def _new_violators(old, new, h):
     viol = (h > 0) & (new["mask"] > 0)
     knew = new["p"][viol].astype(np.int64) * (1 << 31) + new["l"][viol]
     return int(np.sum(~np.isin(knew, key(old))))
+
+
+def memory_check(problem: Any, terms: Any, data: Any, capacity: int) -> Any:
+    """Refuse a solve whose estimated bytes (:func:`.memory.estimate`) with active sets of ``capacity`` slots do not
+    fit the device or the host (:func:`.memory.check`); returns the estimate.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    terms : sequence
+        Its JAX terms.
+    data : sequence of dict
+        The terms' arrays.
+    capacity : int
+        The active sets' capacity, all terms together.
+
+    Returns
+    -------
+    MemoryEstimate
+        The estimate.
+
+    Raises
+    ------
+    ProblemTooLargeError
+        When it does not fit.
+    """
+    from . import memory
+
+    need = memory.estimate(problem, data, capacity)  # the gathers' bytes: above a dense n x n piece's (n <= 4096)
+    memory.check(problem, need)
+    return need
 
 
 def _certifiable(problem):
@@ -102,6 +184,7 @@ class ActiveSets:
         self.bucket_since = {}  # per working-set term: the iteration its current bucket was entered
         self.sizes, self.saved_sizes = {}, {}
         self.d2 = float(problem.d) ** 2
+        self.data = ()  # the terms' arrays (for the memory estimate of a larger bucket; set by the Run)
 
     def rebuild(self, M: np.ndarray, width: float, it: int, guard: bool) -> tuple[list, int, float, int, bool]:
         """Search every triplet at ``M`` within ``width`` and rebuild the active sets (device arrays); with
@@ -151,6 +234,9 @@ class ActiveSets:
             act, size, val, h = found
             self.sizes[idx] = size
             cap = act["mask"].shape[0]
+            if cap > self.capacity.get(idx, MIN_CAPACITY):  # a larger bucket: does it fit the device?
+                others = sum(c for i, c in self.capacity.items() if i != idx)
+                memory_check(self.problem, self.terms, self.data, cap + others)
             # keep the capacity bucket unless the set became mostly padding of a large bucket, or of one the loop
             # has done SHRINK_WORK in; then move down to a bucket with room for twice the set (a set just above a
             # power of two would otherwise move straight back up, and every bucket costs a compilation of the loop)
@@ -201,6 +287,7 @@ class CertificateSchedule:
     def __init__(self, problem, opts):
         self.every = opts.certify_every
         self.cert, self.V, self.it = None, None, None
+        self.best = None  # (objective, V, iteration, certificate): the certified iterate of lowest objective
         self.time, self.calls, self.last, self.end = 0.0, 0, 0.0, 0.0
         det = opts.deterministic
         if det == "auto":
@@ -246,7 +333,7 @@ class CertificateSchedule:
         self.time += self.last
         self.calls += 1
 
-    def record(self, cert: Any, V: dict | None, it: int | None) -> None:
+    def record(self, cert: Any, V: dict | None, it: int | None, objective: float | None = None) -> None:
         """The certificate ``cert`` of the point ``V`` at iteration ``it``.
 
         Parameters
@@ -257,8 +344,62 @@ class CertificateSchedule:
             The point it certifies.
         it : int
             The iteration of the point.
+        objective : float, optional
+            The point's exact objective where known (a re-checked iterate): the certified iterate of lowest
+            objective is kept (:attr:`best`), the one a time-limited solve falls back to.
         """
         self.cert, self.V, self.it = cert, V, it
+        if objective is not None and cert is not None and (self.best is None or objective < self.best[0]):
+            self.best = (objective, V, it, cert)
+
+    def certified(self, V: dict | None) -> Any:
+        """The certificate taken of the point ``V`` (the last one, or the best certified iterate's), else ``None``.
+
+        Parameters
+        ----------
+        V : dict or None
+            The point.
+
+        Returns
+        -------
+        Certificate or None
+            Its certificate.
+        """
+        if V is None:
+            return None
+        if V is self.V:
+            return self.cert
+        if self.best is not None and V is self.best[1]:
+            return self.best[3]
+        return None
+
+    def estimate(self, search: float, active: int, d: int, kept: bool = True, final: bool = False) -> float:
+        """The seconds a certificate is expected to take: :data:`ESTIMATE_MARGIN` times its dual as the last measured
+        one (before any, :data:`CERTIFY_SECONDS` + :data:`CERTIFY_SECONDS_PER_UNIT` x ``active`` x ``d^2``),
+        :data:`FINAL_CERTIFY_FACTOR` times that when it closes the solve (the wide restricted dual may be tried
+        too), and a search of all triplets unless the re-check's is ``kept`` (the point was the last one
+        re-checked).
+
+        Parameters
+        ----------
+        search : float
+            The estimated seconds of a search of all triplets (its margin included).
+        active : int
+            The active triplets at the last re-check.
+        d : int
+            The dimension.
+        kept : bool, optional
+            Whether the point is the last one re-checked (its search is reused).
+        final : bool, optional
+            Whether it is the closing certificate.
+
+        Returns
+        -------
+        float
+            The estimate.
+        """
+        dual = self.last if self.calls else CERTIFY_SECONDS + CERTIFY_SECONDS_PER_UNIT * float(active) * d * d
+        return ESTIMATE_MARGIN * (FINAL_CERTIFY_FACTOR if final else 1.0) * dual + (0.0 if kept else search)
 
 
 def stop_reason(entry: dict, cert: Any, stationary: bool, stop_requested: bool, done: bool, *, it: int, opts: Any,
@@ -317,7 +458,8 @@ def stop_reason(entry: dict, cert: Any, stationary: bool, stop_requested: bool, 
 class Run:
     """One solve of the JAX backend (see the module docstring); ``Run(...).run()`` returns the Solution."""
 
-    def __init__(self, problem, setup, terms, Z0, solver, opts, mesh=None, t0=None):
+    def __init__(self, problem, setup, terms, Z0, solver, opts, mesh=None, t0=None, budget=None,
+                 search_seconds=None):
         import jax.numpy as jnp
 
         self.problem, self.setup, self.terms, self.solver, self.opts = problem, setup, terms, solver, opts
@@ -325,13 +467,25 @@ class Run:
         self.certifiable = self.factor or _certifiable(problem)  # else: first-order optimality, 'uncertified'
         self.t0 = time.perf_counter() if t0 is None else t0  # the solve's start (its set-up before this Run counts)
         # time_limit: the soft deadline ends the iterations, the hard one (the promise) bounds what ends the solve
-        self.budget = Budget.start(opts.time_limit, self.t0)
+        self.budget = Budget.start(opts.time_limit, self.t0) if budget is None else budget
         self.chunk_rate, self.recheck_time = None, 0.0  # seconds per iteration of the last chunk, of the last re-check
+        self.first_chunk = None  # (seconds, iterations) of a first chunk that compiled the loop, until a rate is known
+        self.active_size = 0  # active triplets at the last complete re-check
+        # the estimate of a search of all triplets until a re-check is measured: the start's (scale search), or
+        # a-priori (search_prior)
+        self.search_seconds = search_prior(problem) if search_seconds is None else float(search_seconds)
         self.term_classes = tuple(type(t) for t in terms)
         # each term's loss role (e.g. the pairs an online solver visits); a term the certificates cannot read has none
         self.roles = tuple(((t.dual_piece(problem) if isinstance(t, CertifiableTerm) else None) or _NO_PIECE).loss
                            for t in terms)
-        self.data = tuple({k: jnp.asarray(v) for k, v in t.jax_data(problem).items()} for t in terms)
+        raw = tuple(t.jax_data(problem) for t in terms)
+        # the bytes it needs on the device and the host, before they are allocated (ProblemTooLargeError)
+        self.memory_checked = memory_check(problem, terms, raw, MIN_CAPACITY * sum(t.uses_working_set for t in terms))
+        self.data = tuple({k: jnp.asarray(v) for k, v in dat.items()} for dat in raw)
+        if opts.verbose:
+            need = self.memory_checked
+            print(f"[metricopt jax/{solver.name}] memory estimate: {need.device / 1e6:.3g} MB on the device, "
+                  f"{need.host / 1e6:.3g} MB on the host ({need.describe()})", flush=True)
         self.geometry = setup.geometry
         self.gdata = {"T": jnp.asarray(setup.gdata["T"])} if "T" in setup.gdata else {}
         # non-smooth terms with a prox, a constraint term with a projection: out of the smooth part (see .prox)
@@ -359,6 +513,7 @@ class Run:
         # iteration bookkeeping
         self.it, self.unchanged, self.interval = 0, 0, opts.check_every
         self.active_sets = ActiveSets(problem, terms, self.n_dev, self.split)
+        self.active_sets.data = self.data
         self.history, self.best = [], None  # best: (objective, V, iteration)
         # certificates
         self.certs = CertificateSchedule(problem, opts)
@@ -429,9 +584,14 @@ class Run:
         report = None
         while True:
             V = self.setup.to_point(self.Z)
+            report = self.out_of_time()
+            if report is not None:
+                break
             tr = time.perf_counter()
             actives, sizes, obj, new_viol, exploded = self.recheck(V)
             self.recheck_time = time.perf_counter() - tr
+            if not exploded:  # a search stopped early on an exploding set measures less than a search
+                self.search_seconds, self.active_size = self.recheck_time, sizes
             if (self.factor or not self.certifiable) and not exploded:
                 self.last_probe = self.probe(actives)
             if self.rolled_back(exploded, obj):
@@ -465,6 +625,75 @@ class Run:
         if self.factor or not self.certifiable:
             return factor_solution(self, report)
         return solution(self, report)
+
+    # ------------------------------------------------------------------ the time limit
+    @property
+    def search_estimate(self) -> float:
+        """The seconds a search of all triplets is expected to take: :data:`ESTIMATE_MARGIN` times the last
+        measured (the start's scale search, or before any the a-priori :func:`search_prior`)."""
+        return ESTIMATE_MARGIN * self.search_seconds
+
+    def limit_text(self) -> str:
+        """``"time limit Xs"``, or the enclosing solve's deadline (for messages).
+
+        Returns
+        -------
+        str
+            The text.
+        """
+        return ("the enclosing solve's deadline" if self.opts.time_limit is None
+                else f"time limit {self.opts.time_limit:g}s")
+
+    def out_of_time(self) -> SolverReport | None:
+        """Under a time limit, before a re-check (a search of all triplets, which no limit interrupts): the
+        ``time_limit`` report when it would not end in time, else ``None``. After the first re-check it must end
+        by the budget's ``certify_by`` (the iterate it would evaluate is dropped, the best re-checked one
+        returned); the first must end by the hard deadline (else the start is returned unevaluated).
+
+        Returns
+        -------
+        SolverReport or None
+            The report when the re-check is not started.
+        """
+        budget = self.budget
+        if not budget.limited:
+            return None
+        est = self.search_estimate
+        if self.best is None:
+            if budget.fits(est, by=budget.hard):
+                return None
+            return SolverReport(Outcome.TIME_LIMIT, (
+                f"{self.limit_text()}: a search of all triplets (about {est:.2g} s) would end past the promised "
+                f"time; the start is returned unevaluated"))
+        if budget.fits(est, by=budget.certify_by):
+            return None
+        return SolverReport(Outcome.TIME_LIMIT, (
+            f"{self.limit_text()} reached after {self.it} iterations (the last chunk's iterate not re-checked: a "
+            f"search of all triplets, about {est:.2g} s, would end past the deadline)"))
+
+    def chunk_seconds(self, actives: Any) -> tuple[float, float, bool]:
+        """The estimated cost of a chunk on ``actives``: ``(seconds per iteration, compilation, cold)``, from the
+        last chunk's rate (a-priori :data:`ITERATION_SECONDS_PER_UNIT`; times :data:`ESTIMATE_MARGIN`) and, where the loop is not compiled for
+        these capacities in this process (``cold``), the longest compilation measured (a-priori
+        :data:`COMPILE_SECONDS`).
+
+        Parameters
+        ----------
+        actives : sequence
+            The re-checked active sets.
+
+        Returns
+        -------
+        tuple
+            ``(rate, compile, cold)``.
+        """
+        cold = _loop_key(self, actives) not in _COMPILED
+        compile_s = (max(_COMPILE_SECONDS) if _COMPILE_SECONDS else COMPILE_SECONDS) if cold else 0.0
+        if self.chunk_rate is not None:
+            return ESTIMATE_MARGIN * self.chunk_rate, compile_s, cold
+        cap = sum(int(a["mask"].shape[0]) for a in actives if a is not None)
+        d = float(self.problem.d)
+        return ESTIMATE_MARGIN * ITERATION_SECONDS_PER_UNIT * max(cap, 1) * d * d, compile_s, cold
 
     # ------------------------------------------------------------------ re-check
     def recheck(self, V: dict) -> tuple[list, int, float, int, bool]:
@@ -632,11 +861,19 @@ class Run:
             at_min_width = not self.smoothed or float(self.state["s"]) <= self.solver.s_min * (1 + 1e-9)
             return at_min_width and rel <= self.opts.tol
         due = self.certs.due(self.it, now)
-        if done and self.budget.limited and self.best is not None and self.best[1] is not V:
+        budget = self.budget
+        if done and budget.limited and self.best is not None and self.best[1] is not V:
             due = False  # out of time: only the returned (best) iterate is certified, by solution()
         elif done:
             due = True
-        if due or self.online:
+        due = due or self.online  # the online solver certifies at every re-check
+        if due and budget.limited:
+            # a certificate's dual is not interrupted: skipped when it would end past the promised time (one that ends
+            # past the soft deadline is the last: no chunk follows it; solution() returns the best certified iterate)
+            est = self.certs.estimate(self.search_estimate, entry["active_set"], self.problem.d, kept=True,
+                                      final=done)
+            due = budget.fits(est, by=budget.hard)
+        if due:
             from ...errors import NotCertifiableError
 
             try:
@@ -644,7 +881,7 @@ class Run:
             except NotCertifiableError:  # a term's compiled program needs cones the generic bound does not handle
                 self.certifiable = False
                 return self.first_order(entry)
-            self.certs.record(cert, V, self.it)
+            self.certs.record(cert, V, self.it, objective=entry["objective"])
             entry["rel_gap"] = cert.rel_gap
         entry["certify_time"] = self.certs.time
         return False
@@ -810,9 +1047,21 @@ class Run:
             self.state = solver.between_chunks(self.state, self.smoothed)
         steps = 1 if self.online else min(self.interval, opts.max_iter - self.it)
         left = self.budget.left()
-        if left is not None and self.chunk_rate and not self.online:
-            # a time limit: no longer a chunk than the seconds left (less the next re-check) hold at the last rate
-            steps = max(1, min(steps, int((left - self.recheck_time) / self.chunk_rate)))
+        rate, compile_s, cold = self.chunk_seconds(actives)
+        if left is not None:
+            # a time limit: no longer a chunk than the seconds left (less the next re-check) hold at the last rate,
+            # at least one iteration; the compilation of the loop where it is not compiled for these capacities (a
+            # one-off), and that one iteration, may take the first half of the slack (until the budget's
+            # certify_by), the closing certificate keeps the rest; else no chunk (the solve stops here, at the
+            # re-checked iterate)
+            fit = max(1, int((left - self.search_estimate) / max(rate, 1e-12)))
+            if left <= 0.0 or not self.budget.fits(compile_s + min(steps, fit) * rate + self.search_estimate,
+                                                   by=self.budget.certify_by):
+                return SolverReport(Outcome.TIME_LIMIT, (
+                    f"{self.limit_text()} reached after {self.it} iterations (no further chunk fits: "
+                    f"{self.search_estimate:.2g} s for its re-check, {compile_s:.2g} s to compile the loop, "
+                    f"{rate:.2g} s per iteration)"))
+            steps = max(1, min(steps, fit))
         Z_prev = self.Z
         self.prev = (self.Z, self.state, obj)
         self.active_sets.save_sizes()
@@ -820,7 +1069,21 @@ class Run:
         self.state = run_chunk(solver, self.term_classes, self.geometry, self.data, self.gdata, tuple(actives),
                                self.state, jnp.asarray(steps, jnp.int32), self.roles, self.composite)
         self.Z = np.array(self.state["M"], dtype=np.float64)
-        self.chunk_rate = (time.perf_counter() - tc) / steps  # the first chunk's includes compiling the loop
+        took = time.perf_counter() - tc
+        if cold:
+            _COMPILED.add(_loop_key(self, actives))
+            if self.chunk_rate is not None:  # the compilation: the chunk less its iterations at the last rate
+                _COMPILE_SECONDS.append(max(took - steps * self.chunk_rate, 0.0))
+            else:  # a first chunk: its rate includes the compilation until a compiled chunk measures it
+                self.chunk_rate, self.first_chunk = took / steps, (took, steps)
+                if not _COMPILE_SECONDS:
+                    _COMPILE_SECONDS.append(took)  # an over-estimate until then
+        else:
+            self.chunk_rate = took / steps
+            if self.first_chunk is not None:  # now the first chunk's compilation is known
+                first, n_first = self.first_chunk
+                _COMPILE_SECONDS.append(max(first - n_first * self.chunk_rate, 0.0))
+                self.first_chunk = None
         self.it = self.state_iters = int(self.state["iterations"])
         self.unchanged = self.unchanged + 1 if np.array_equal(self.Z, Z_prev) else 0
         if self.unchanged < STALL_CHUNKS:
@@ -839,9 +1102,11 @@ class Run:
                                                           f"{self.history[-1].get('first_order', float('nan')):.2e} "
                                                           f"> tol {opts.tol:.1e}; no certificate exists for this "
                                                           "problem's terms)"))
-        # certify the last iterate before stopping
+        # certify the last iterate before stopping (under a time limit: when its search and dual fit)
         V = self.setup.to_point(self.Z)
-        self.certs.record(self.certify_point(V, final=True), V, self.it)
+        if self.budget.fits(self.certs.estimate(self.search_estimate, self.active_size, self.problem.d, kept=False,
+                                         final=True), by=self.budget.hard):
+            self.certs.record(self.certify_point(V, final=True), V, self.it)
         return SolverReport(Outcome.INACCURATE, message)
 
 
@@ -863,19 +1128,38 @@ def solution(run: Run, report: SolverReport) -> Solution:
         The iterate with its certificate, status and statistics.
     """
     message, missing = report.reason, NoCertificate.NOT_TAKEN
+    budget = run.budget
+    known = None  # the returned point's exact objective where a re-check measured it
     if report.kind is Outcome.CONVERGED or run.best is None:
         V_out, it_out = run.certs.V, run.certs.it
+        if V_out is None and run.best is None and report.kind is Outcome.TIME_LIMIT:
+            V_out, it_out = run.setup.to_point(run.Z), run.it  # no search fitted: the start, unevaluated
+            known, missing = float("nan"), NoCertificate.OUT_OF_TIME
+        elif run.certs.best is not None and V_out is run.certs.best[1]:
+            known = run.certs.best[0]
     else:
         V_out, it_out = run.stopped if report.kind is Outcome.STOPPED else run.best[1:]
-        if run.certs.V is None or V_out is not run.certs.V:
-            if run.budget.limited and time.perf_counter() + run.recheck_time > run.budget.hard:
-                # the certificate searches every triplet like a re-check: not within the time limit
-                run.certs.cert, missing = None, NoCertificate.OUT_OF_TIME
-                message += (f"; certificate skipped: the time limit leaves less than a search of all triplets "
-                            f"takes ({run.recheck_time:.2g} s)")
+        known = None if report.kind is Outcome.STOPPED else run.best[0]
+        cert = run.certs.certified(V_out)
+        if cert is not None:
+            run.certs.cert = cert
+        else:
+            est = run.certs.estimate(run.search_estimate, run.active_size, run.problem.d,
+                                     kept=run.current is not None and V_out is run.current[1], final=True)
+            if budget.limited and not budget.fits(est, by=budget.hard):
+                # its certificate (a search of all triplets unless it was the last re-checked, and the dual) would
+                # end past the promised time: skipped; the best certified iterate is returned instead, if any
+                skipped = (f"certificate skipped for the best iterate (iteration {it_out}): the time limit leaves "
+                           f"less than it takes (about {est:.2g} s)")
+                if run.certs.best is not None:
+                    known, V_out, it_out, run.certs.cert = run.certs.best
+                    message += f"; {skipped}; returned the best certified iterate (iteration {it_out})"
+                else:
+                    run.certs.cert, missing = None, NoCertificate.OUT_OF_TIME
+                    message += f"; {skipped}"
             else:
                 run.certs.cert = run.certify_point(V_out, final=True)
-            run.certs.V, run.certs.it = V_out, it_out
+        run.certs.V, run.certs.it = V_out, it_out
     status, note = policy.decide(report, missing if run.certs.cert is None else run.certs.cert, convex=True)
     if note:
         message += f"; {note}"
@@ -914,7 +1198,11 @@ def solution(run: Run, report: SolverReport) -> Solution:
     if "restarts" in state:
         stats["restarts"] = int(state["restarts"])
     variables = {k: V_out[k] for k in run.extras}
-    return Solution(M=V_out["M"], objective=float(run.problem.objective(V_out["M"], **variables)),
+    if known is None or not budget.limited or budget.fits(run.search_estimate, by=budget.hard):
+        objective = float(run.problem.objective(V_out["M"], **variables))
+    else:  # out of time for another search of all triplets: the value its re-check measured
+        objective = known
+    return Solution(M=V_out["M"], objective=objective,
                     status=status, backend="jax", solver=name, stats=stats,
                     message=f"{status.message} ({message})", certificate=cert, variables=variables)
 
@@ -936,7 +1224,10 @@ def factor_solution(run: Run, report: SolverReport) -> Solution:
         The iterate (``M`` and ``L``), its status and statistics.
     """
     message = report.reason
-    obj, V, it_out = run.current if report.kind in (Outcome.STATIONARY, Outcome.CONVERGED) else run.best
+    if run.best is None:  # no search of all triplets fitted in the time limit: the start, unevaluated
+        obj, V, it_out = float("nan"), run.setup.to_point(run.Z), run.it
+    else:
+        obj, V, it_out = run.current if report.kind in (Outcome.STATIONARY, Outcome.CONVERGED) else run.best
     status, note = policy.decide(report, NoCertificate.NOT_TAKEN, convex=run.problem.is_convex)
     if note:
         message += f"; {note}"
@@ -947,5 +1238,9 @@ def factor_solution(run: Run, report: SolverReport) -> Solution:
              "active_set_size": history[-1]["active_set"] if history else 0, "smoothing": float(state["s"]),
              "solver_objective": float(state["fx"]), "rank": run.setup.declared.rank,
              "first_order": history[-1].get("first_order") if history else None}
-    return Solution(M=V["M"], L=V.get("L"), objective=float(run.problem.objective(V["M"])), status=status,
+    budget = run.budget
+    if run.best is not None and (not budget.limited or budget.fits(run.search_estimate, by=budget.hard)):
+        obj = float(run.problem.objective(V["M"]))
+    # else: out of time for another search of all triplets, the value its re-check measured (or NaN: unevaluated)
+    return Solution(M=V["M"], L=V.get("L"), objective=obj, status=status,
                     backend="jax", solver=run.solver.name, stats=stats, message=f"{status.message} ({message})")

@@ -158,8 +158,8 @@ def cccp(problem: Any, init: Any = "identity", max_iter: int = 50, tol: float = 
         The exact backend's conic solver (default Clarabel).
     time_limit : float, optional
         Wall-clock seconds for the whole call: no step starts after them, each step's solve gets the
-        seconds left as its own ``time_limit``, and the call returns within ``max(1.25 time_limit,
-        time_limit + 2 s)`` (:mod:`metricopt._deadline`) with status ``time_limit`` when the time ran out
+        seconds left as its own ``time_limit``, and the call returns within ``max(1.1 time_limit,
+        time_limit + 5 s)`` (:mod:`metricopt._deadline`) with status ``time_limit`` when the time ran out
         (a step cut by it is not taken: the previous ``M`` is kept).
     verbose : bool, default False
         Print each step's objective, certified gap, working-set size and time.

@@ -371,7 +371,7 @@ def fit_with_validation(X: ArrayLike, y: ArrayLike, k: int = 3, mu: float = 0.5,
         Options of :func:`metricopt.backends.jax.solve` (``tol``, ``max_iter``, ``time_limit``,
         ``check_every``, ...), except ``callback``. ``time_limit`` bounds the whole call (the split, the
         solve with its validation errors, the kept metric's certificate): it returns within
-        ``max(1.25 time_limit, time_limit + 2 s)`` (:mod:`metricopt._deadline`).
+        ``max(1.1 time_limit, time_limit + 5 s)`` (:mod:`metricopt._deadline`).
 
     Returns
     -------

@@ -138,7 +138,7 @@ def multipass_lmnn(X: ArrayLike, y: ArrayLike, passes: int = 2, k: int = 3, mu: 
         Passed to :meth:`~metricopt.problems.base.Problem.solve` at every pass, but ``time_limit``
         (seconds) bounds the whole run: each pass gets the seconds left as its own, no pass starts once they
         are spent (fewer passes are then made; ``time_limited`` says so), and the call returns within
-        ``max(1.25 time_limit, time_limit + 2 s)`` (:mod:`metricopt._deadline`).
+        ``max(1.1 time_limit, time_limit + 5 s)`` (:mod:`metricopt._deadline`).
 
     Returns
     -------
