@@ -105,6 +105,11 @@ def run_digits(X, y):
             "ratio_reach": None if reach is None else reach / t_ml}
 
 
+def phase(msg):
+    """A progress line on stderr (kept in the case's log: a killed case shows how far it got)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
 def run_large(X, y, device, time_limit):
     import jax
 
@@ -119,14 +124,18 @@ def run_large(X, y, device, time_limit):
         P = mo.LMNNProblem(X, y, k=K, mu=MU)
         P.target_neighbors  # noqa: B018
         t_targets = time.perf_counter() - t
+        phase(f"target neighbours: {t_targets:.1f} s; warm-up solve (10 iterations) ...")
+        t = time.perf_counter()
         P.solve(backend="jax", tol=1e-3, max_iter=10)  # warm-up: compile the loop
+        phase(f"warm-up: {time.perf_counter() - t:.1f} s; timed solve ...")
         P = mo.LMNNProblem(X, y, k=K, mu=MU, target_neighbors=P.target_neighbors)
         hooks.reset()
         hooks.active = True
         t = time.perf_counter()
-        sol = P.solve(backend="jax", tol=1e-3, time_limit=time_limit)
+        sol = P.solve(backend="jax", tol=1e-3, time_limit=time_limit, verbose=True)
         wall = time.perf_counter() - t
         hooks.active = False
+        phase(f"timed solve: {wall:.1f} s, {sol.status}")
     st = sol.stats
     row = {"wall": wall, "status": str(sol.status), "gap": st.get("certificate_rel_gap"),
            "iterations": st.get("iterations"), "chunks_s": hooks.step, "recheck_s": hooks.recheck,
@@ -143,7 +152,9 @@ def run_large(X, y, device, time_limit):
 
 
 def one(name, device, time_limit, out_json):
+    t = time.perf_counter()
     X, y = case_data(name)
+    phase(f"{name}: data {X.shape} in {time.perf_counter() - t:.1f} s")
     t = time.perf_counter()
     row = run_digits(X, y) if name == "digits" else run_large(X, y, device, time_limit)
     row.update({"case": name, "n": int(X.shape[0]), "d": int(X.shape[1]), "peak_rss_mb": peak_rss_mb(),
@@ -203,14 +214,16 @@ def main(argv=None):
         cmd = [sys.executable, __file__, "--one", name, "--device", args.device, "--time-limit", str(args.time_limit),
                "--json", str(out_json)]
         t = time.perf_counter()
-        try:
-            done = subprocess.run(cmd, timeout=args.case_timeout, capture_output=True, text=True)
-            if done.returncode != 0:
-                row = {"case": name, "error": "failed: " + (done.stderr.strip().splitlines() or ["?"])[-1][:200]}
-            else:
-                row = json.loads(out_json.read_text())
-        except subprocess.TimeoutExpired:
-            row = {"case": name, "error": f"killed after {args.case_timeout:g} s"}
+        log = pathlib.Path(args.out).with_suffix(f".{name}.{args.device}.log")
+        with open(log, "w") as fh:  # the case's progress lines and its solver's verbose output
+            try:
+                done = subprocess.run(cmd, timeout=args.case_timeout, stdout=fh, stderr=subprocess.STDOUT, text=True)
+                row = (json.loads(out_json.read_text()) if done.returncode == 0 else
+                       {"case": name, "error": "failed: " + (log.read_text().strip().splitlines() or ["?"])[-1][:200]})
+            except subprocess.TimeoutExpired:
+                lines = [ln for ln in log.read_text().splitlines() if ln.startswith("[")]
+                row = {"case": name, "error": f"killed after {args.case_timeout:g} s; last progress: "
+                                              + (lines[-1][:200] if lines else "none")}
         row["where"] = where
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items()}), f"({time.perf_counter() - t:.0f} s)", flush=True)
