@@ -1021,3 +1021,27 @@ def test_certify_takes_a_linear_map_or_an_estimator_and_says_what_it_certified()
     via_est = mo.certify(problem, est)
     assert via_est.details["candidate"] == "M = LMNN.get_mahalanobis_matrix()"
     assert via_est.upper == mo.certify(problem, est.get_mahalanobis_matrix()).upper
+
+
+def test_pola_mid_solve_certificate_skips_a_large_restricted_program_far_from_the_optimum(monkeypatch):
+    """Inside ``narrow_only`` (a JAX solve's certificates before its last) soft-margin POLA's restricted dual program
+    is skipped when it is large: the bound is the cheap one (never higher than the full certificate's); outside it
+    (direct calls, the last certificate) it runs."""
+    from metricopt.certify import pairs
+    from metricopt.certify.triplets import narrow_only
+
+    rng = np.random.default_rng(3)
+    X, y = rng.normal(size=(30, 3)), np.repeat([0, 1, 2], 10)
+    p = mo.POLAProblem(X, y, C=1.0)
+    M = 5.0 * np.eye(3)  # far from the optimum
+    monkeypatch.setattr(pairs, "NARROW_MAX_FREE", 2)
+    full = mo.certify(p, M, b=1.0)
+    assert full.details["dual"] == "restricted dual program"
+    with narrow_only():
+        cheap = mo.certify(p, M, b=1.0)
+    assert cheap.details["dual"] == "smoothed-hinge multipliers"
+    assert cheap.details["restricted dual program"].startswith("skipped before the last certificate")
+    assert cheap.upper == full.upper and cheap.lower <= full.lower
+    monkeypatch.setattr(pairs, "NARROW_MAX_FREE", 10**6)  # a small program: run even mid-solve
+    with narrow_only():
+        assert mo.certify(p, M, b=1.0).details["dual"] == "restricted dual program"

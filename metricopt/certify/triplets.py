@@ -300,7 +300,9 @@ _NARROW_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("narrow_only
 
 @contextlib.contextmanager
 def narrow_only() -> Iterator[None]:
-    """Within this block, :func:`triplet_bound` uses the narrow band only (a cheaper, possibly looser, bound).
+    """Within this block, :func:`triplet_bound` uses the narrow band only and POLA's certificate skips a large
+    restricted dual program far from the optimum (:data:`metricopt.certify.pairs.NARROW_MAX_FREE`): cheaper, possibly
+    looser, bounds, never higher ones.
 
     Yields
     ------
