@@ -184,10 +184,8 @@ def solve_batch(problems: list, *, max_iter: int = 2000, chunk: int = 40, s_stop
             started = time.perf_counter()
             state_b = run_batch(solver, term_classes, geometry, data_b, gdata_b, act_b, state_b, n, roles)
             state_b = jax.tree_util.tree_map(np.asarray, state_b)
-            if chunks:  # the first chunk's time holds the compilation
-                per_step = (time.perf_counter() - started) / n
-            elif budget.limited:
-                per_step = (time.perf_counter() - started) / n  # an overestimate, until the next chunk's
+            # seconds per iteration of the last chunk (the first one's holds the compilation: an overestimate)
+            per_step = (time.perf_counter() - started) / n
             it += n
             chunks += 1
             # the solver's own continuation, problem by problem (host side, cheap)

@@ -77,22 +77,14 @@ from .lda import regularized_lda
 __all__ = ["HOW", "WHERE", "WHEN", "VALID", "LocalMetrics", "fit_local_metrics", "column_of", "with_cell"]
 
 
-def _closed_form_code():
-    """The status code of a local metric fitted in closed form (regularised LDA): the one status policy's."""
+def _policy_code(outcome: str, reason: str = "") -> str:
+    """The status code the one status policy gives a local metric without a certificate: ``"CLOSED_FORM"`` (fitted
+    by regularised LDA) or ``"TIME_LIMIT"`` (its solve did not start before the fit's deadline; it keeps the global
+    metric)."""
     from ...certify import policy
     from ...certify.policy import NoCertificate, Outcome, SolverReport
 
-    return policy.decide(SolverReport(Outcome.CLOSED_FORM), NoCertificate.NOT_TAKEN)[0].code
-
-
-def _unsolved_code():
-    """The status code of a local set whose solve did not start before the fit's deadline (it keeps the global
-    metric): the one status policy's, for a solve stopped by its time limit without a certificate."""
-    from ...certify import policy
-    from ...certify.policy import NoCertificate, Outcome, SolverReport
-
-    return policy.decide(SolverReport(Outcome.TIME_LIMIT, "no time left to start its batch"),
-                         NoCertificate.NOT_TAKEN)[0].code
+    return policy.decide(SolverReport(Outcome[outcome], reason), NoCertificate.NOT_TAKEN)[0].code
 
 
 #: under a ``time_limit``, the share of it the global LMNN solve may use when local LMNN solves follow it
@@ -279,7 +271,7 @@ class LocalMetrics:
                 L = regularized_lda(self.X[idx], self.y[idx], weights=w, lam=self.p["lda_reg"],
                                     n_bags=self.p["n_bags"], random_state=self.p["random_state"])
                 out[r] = L.T @ L
-                self._count(_closed_form_code())
+                self._count(_policy_code("CLOSED_FORM"))
         if lmnn_sets:
             size = self.p["batch_size"]
             budget, last = Budget.start(None), FIRST_BATCH_SECONDS  # the fit's deadline (its time_limit), if any
@@ -287,7 +279,7 @@ class LocalMetrics:
                 if not budget.fits(last):  # no batch that would end past the deadline starts: the rest keep G
                     for r in lmnn_rows[s:]:
                         out[r] = G
-                        self._count(_unsolved_code())
+                        self._count(_policy_code("TIME_LIMIT", "no time left to start its batch"))
                     break
                 started = time.perf_counter()
                 res = solve_lmnn_batch(lmnn_sets[s:s + size], k=self.p["lmnn_k"], mu=self.p["lmnn_mu"],
@@ -343,7 +335,7 @@ class LocalMetrics:
             L = regularized_lda(X[idx], y[idx], lam=self.p["lda_reg"], n_bags=self.p["n_bags"],
                                 random_state=self.p["random_state"])
             out.append(L.T @ L)
-            self._count(_closed_form_code())
+            self._count(_policy_code("CLOSED_FORM"))
         return np.stack(out)
 
     # ------------------------------------------------------------------ interpolation
