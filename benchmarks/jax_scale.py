@@ -110,6 +110,38 @@ def phase(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+def form_timings(P, M, reps=5):
+    """Milliseconds of the hinge's margins and of its value-and-gradient at ``M`` (the solve's last active set,
+    width 0.1) in each form of the JAX piece (``jax_active_set(form=...)``), best of ``reps`` after a compiling run."""
+    import jax
+    import jax.numpy as jnp
+
+    from metricopt.problems.terms import TripletLoss
+
+    term = next(t for t in P.jax_terms() if isinstance(t, TripletLoss))
+    out = {}
+    with jax.enable_x64(True):
+        data = {k: jnp.asarray(v) for k, v in term.jax_data(P).items()}
+        Mj = jnp.asarray(M)
+        for form in ("gather", "pairs", "laplacian"):
+            act, size, _, _ = term.jax_active_set(P, M, 0.1, form=form)
+            A = {k: jnp.asarray(v) for k, v in act.items()}
+            vg = jax.jit(lambda M, A: type(term).jax_value_grad(data, {"M": M}, A, 0.01))
+            mg = jax.jit(lambda M, A: type(term).jax_margins(data, M, A))
+            ms = []
+            for f in (mg, vg):
+                jax.block_until_ready(f(Mj, A))
+                best = float("inf")
+                for _ in range(reps):
+                    t = time.perf_counter()
+                    jax.block_until_ready(f(Mj, A))
+                    best = min(best, time.perf_counter() - t)
+                ms.append(1e3 * best)
+            out[form] = {"margins_ms": ms[0], "value_grad_ms": ms[1], "active": size, "capacity": int(act["p"].shape[0]),
+                         "pair_capacity": int(act["DU"].shape[0]) if "DU" in act else None}
+    return out
+
+
 def run_large(X, y, device, time_limit):
     import jax
 
@@ -137,7 +169,13 @@ def run_large(X, y, device, time_limit):
         hooks.active = False
         phase(f"timed solve: {wall:.1f} s, {sol.status}")
     st = sol.stats
-    row = {"wall": wall, "status": str(sol.status), "gap": st.get("certificate_rel_gap"),
+    from metricopt import costmodel
+
+    with on_device(dev):
+        forms = form_timings(P, sol.M)
+    chosen = [{"pair_capacity": k[5], "winner": w, "seconds": secs} for k, (w, secs) in costmodel.choices().items()
+              if k[0] == "triplet_adjoint"]
+    row = {"forms": forms, "chosen": chosen, "wall": wall, "status": str(sol.status), "gap": st.get("certificate_rel_gap"),
            "iterations": st.get("iterations"), "chunks_s": hooks.step, "recheck_s": hooks.recheck,
            "certify_s": st.get("certify_time"), "compile_s": hooks.compile, "targets_s": t_targets,
            "outside_share": (wall - hooks.step) / wall if wall > 0 else None,
@@ -237,12 +275,27 @@ def main(argv=None):
         "| outside the jitted loop | final active set | peak host MB | peak device MB | target |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    forms = ["", "The hinge's forms at each large case's final metric (its active set at width 0.1): milliseconds of the "
+             "margins and of the value and gradient, best of 5 (`form_timings`); *chosen* lists the measured choices "
+             "between the pair and the Laplacian gradient the solve made (`metricopt.costmodel`, seconds per "
+             "gradient, per pair-capacity bucket).", "",
+             "| case | machine | active (capacity) | gather: margins / value+grad ms | pairs: margins / value+grad ms "
+             "| laplacian: margins / value+grad ms | chosen in the solve |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "forms" not in r:
+            continue
+        f = r["forms"]
+        cells = " | ".join(f"{f[k]['margins_ms']:.1f} / {f[k]['value_grad_ms']:.1f}" for k in ("gather", "pairs", "laplacian"))
+        chosen = "; ".join(f"{c['winner']} at {c['pair_capacity']} pairs ("
+                           + ", ".join(f"{k} {v:.3f} s" for k, v in c["seconds"].items()) + ")" for c in r["chosen"])
+        forms.append(f"| {r['case']} | {r['where']} | {f['gather']['active']} ({f['gather']['capacity']}) | {cells} "
+                     f"| {chosen or 'pairs (below MEASURE_ABOVE: not timed)'} |")
     cmd = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__), *(argv or sys.argv[1:])])
     stamp = (f"Rows below: {time.strftime('%Y-%m-%d %H:%M')}, `{cmd}`; JAX {jax.__version__}, metricopt "
              f"{metricopt.__version__}, NumPy {np.__version__}, "
              f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}.")
     out = pathlib.Path(args.out)
-    body = table_rows(rows)
+    body = table_rows(rows) + (forms if len(forms) > 5 else [])
     if args.append and out.exists():
         out.write_text(out.read_text() + "\n" + stamp + "\n\n" + "\n".join(head[-2:] + body) + "\n")
     else:

@@ -450,7 +450,8 @@ class ActiveSetLoss(Protocol):
     every re-check (the triplet losses)."""
 
     def jax_active_set(self, problem: Any, M: np.ndarray, margin: float, min_capacity: int = 256, multiple: int = 1,
-                       limit: int | None = None) -> tuple[dict, int, float, np.ndarray] | None:
+                       limit: int | None = None, min_pair_capacity: int = 256,
+                       form: str = "auto") -> tuple[dict, int, float, np.ndarray] | None:
         """``(active, size, exact value over every row, hinge arguments)``, or ``None`` above ``limit``.
 
         Parameters
@@ -467,6 +468,11 @@ class ActiveSetLoss(Protocol):
             The capacity is rounded up to a multiple of this.
         limit : int or None
             Give up (``None``) above this many active rows.
+        min_pair_capacity : int, default 256
+            The smallest padded capacity of the set's distinct pairs, where the piece keeps them.
+        form : str, default "auto"
+            The piece's form (the term's choice with ``"auto"``; ``"gather"``: arrays whose shapes depend on the
+            capacity alone, for a batch of problems).
 
         Returns
         -------

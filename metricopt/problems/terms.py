@@ -647,6 +647,9 @@ class TripletLoss(Term, metaclass=_TripletLossType):
     #: up to this many points the JAX piece works with dense ``n x n`` Gram and weight matrices
     #: (matrix products instead of per-triplet gathers of ``d``-vectors); above it, gathers
     DENSE_MAX_N = 4096
+    #: the pair form's gradient flops (``2 (pairs + target pairs) d^2``) from which ``form="auto"`` measures it
+    #: against the Laplacian form (:mod:`metricopt.costmodel`); below, a millisecond or less, it keeps the pair form
+    MEASURE_ABOVE = 1e8
     #: the loss class the JAX piece applies (set on every concrete class: see :meth:`specialised`)
     loss_type: Any = None
     _specialised_classes: dict = {}
@@ -833,7 +836,8 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         return data
 
     def jax_active_set(self, problem: Any, M: np.ndarray, margin: float, min_capacity: int = 256, multiple: int = 1,
-                       limit: int | None = None) -> tuple[dict, int, float, np.ndarray] | None:
+                       limit: int | None = None, min_pair_capacity: int = 256,
+                       form: str = "auto") -> tuple[dict, int, float, np.ndarray] | None:
         """The triplets with hinge argument ``h > -margin`` at ``M`` (a full blocked search with
         :func:`metricopt.constraints.active_triplets`, memory ``O(block * n)``), padded to a
         bucketed capacity (the next power of two) so that the jitted loop compiles once per
@@ -845,6 +849,16 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         or the anchor's weight ``w_i > 0`` for a weighted problem, so that the JAX value and gradient
         are weighted); ``exact_value`` is the term over *every* triplet at ``M`` (``weight * sum
         w_i loss(h)``, float64) and ``h`` the (padded) hinge arguments of the active triplets.
+
+        The **form** of the JAX piece (:meth:`jax_margins`, :meth:`jax_adjoint`) follows from what ``active``
+        holds. In the pair forms (``"pairs"``, ``"laplacian"``) it also holds the distinct impostor pairs
+        ``(i, l)`` of the set: their differences ``DU`` (float64, one row per pair, padded to its own
+        power-of-two capacity, at least ``min_pair_capacity``) and each triplet's pair ``u`` (int32); the
+        Laplacian form adds the pairs' rows ``ui``, ``ul``. ``"auto"`` takes the dense form where
+        :meth:`jax_dense` says so, else the pair form, or the Laplacian form where the gradient costs at least
+        :data:`MEASURE_ABOVE` flops and the Laplacian one ran faster on these arrays (:mod:`metricopt.costmodel`: measured once
+        per device, shapes and process); ``"gather"`` is the per-triplet form (no pair arrays: the shapes depend on the capacity alone,
+        as a batch of problems needs).
 
         Parameters
         ----------
@@ -860,12 +874,18 @@ class TripletLoss(Term, metaclass=_TripletLossType):
             The capacity is rounded up to a multiple of this (devices it is sharded over).
         limit : int or None
             Give up (``None``) above this many active triplets.
+        min_pair_capacity : int, default 256
+            The smallest padded capacity of the distinct impostor pairs (pair forms).
+        form : {"auto", "pairs", "laplacian", "gather"}, default "auto"
+            The JAX piece's form (above).
 
         Returns
         -------
         tuple or None
             ``(active, size, exact_value, h)`` as described above, or ``None`` above ``limit``.
         """
+        if form not in ("auto", "pairs", "laplacian", "gather"):
+            raise InputError(f"form must be 'auto', 'pairs', 'laplacian' or 'gather'; got {form!r}.")
         T = problem.target_neighbors
         k = T.shape[1]
         found = problem.find_triplets(M, margin, limit=limit)
@@ -882,12 +902,68 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         active["i"][:size], active["l"][:size] = problem.lift(i, l)  # rows of the lifted points
         w = _anchor_weights(problem, i)
         active["mask"][:size] = 1.0 if w is None else w  # weight-0 anchors: never found (see find_triplets)
+        Xl = problem.X_lifted
+        if form != "gather" and not (form == "auto" and self.jax_dense(Xl.shape[0], cap)):
+            self._pair_arrays(active, size, Xl, T.size, min_pair_capacity, multiple, form)
         hp = np.full(cap, -np.inf)
         hp[:size] = h
         pos = h > 0
         vals = self.loss.value(h[pos])  # the hinge: h itself, bit for bit
         total = math.fsum(vals.tolist()) if w is None else math.fsum((w[pos] * vals).tolist())
         return active, size, self.weight * total, hp  # as hinge_sum / loss_sum: exactly rounded
+
+    @staticmethod
+    def _pair_arrays(active: dict, size: int, X: np.ndarray, n_targets: int, min_capacity: int, multiple: int,
+                     form: str) -> None:
+        """Add the distinct impostor pairs of ``active``'s first ``size`` triplets (rows of the lifted points
+        ``X``): ``DU`` (their differences, padded with zero rows), ``u`` (each triplet's pair), and for the
+        Laplacian form ``ui``, ``ul``; see :meth:`jax_active_set`."""
+        n = X.shape[0]
+        key = active["i"][:size].astype(np.int64) * n + active["l"][:size]
+        pairs, inverse = np.unique(key, return_inverse=True)
+        npairs = int(pairs.size)
+        pcap = max(int(min_capacity), 1 << max(npairs - 1, 0).bit_length())
+        pcap = -(-pcap // multiple) * multiple
+        a, b = pairs // n, pairs % n
+        DU = np.zeros((pcap, X.shape[1]))
+        DU[:npairs] = X[a] - X[b]
+        active["u"] = np.zeros(active["i"].shape[0], np.int32)
+        active["u"][:size] = inverse.reshape(-1)
+        active["DU"] = DU
+        ui, ul = np.zeros(pcap, np.int32), np.zeros(pcap, np.int32)
+        ui[:npairs], ul[:npairs] = a, b
+        worth = 2.0 * (pcap + n_targets) * X.shape[1] ** 2 >= TripletLoss.MEASURE_ABOVE
+        if form == "laplacian" or (form == "auto" and worth
+                                   and TripletLoss._laplacian_measured_faster(active, X, ui, ul, n_targets)):
+            active["ui"], active["ul"] = ui, ul
+
+    @staticmethod
+    def _laplacian_measured_faster(active: dict, X: np.ndarray, ui: np.ndarray, ul: np.ndarray,
+                                   n_targets: int) -> bool:
+        """Whether the Laplacian form of :meth:`jax_adjoint` ran faster than the pair form on these arrays
+        (:func:`metricopt.costmodel.cheapest`: timed once per device, shapes and process; the target pairs are
+        stood in for by as many random pairs of the points)."""
+        import jax
+        import jax.numpy as jnp
+
+        from .. import costmodel
+
+        n, d = X.shape
+        key = ("triplet_adjoint", jax.devices()[0].platform, n, d, active["i"].shape[0], active["DU"].shape[0],
+               n_targets)
+        rng = np.random.default_rng(0)
+        Ta, Tb = (rng.integers(0, n, n_targets).astype(np.int32) for _ in range(2))
+        with jax.enable_x64(True):
+            Xc = X - X.mean(axis=0)
+            data = {"Xc": jnp.asarray(Xc), "DT": jnp.asarray(Xc[Ta] - Xc[Tb]), "Ta": jnp.asarray(Ta),
+                    "Tb": jnp.asarray(Tb)}
+            pairs = {k: jnp.asarray(v) for k, v in active.items()}
+            laplacian = {**pairs, "ui": jnp.asarray(ui), "ul": jnp.asarray(ul)}
+            w = jnp.asarray(active["mask"] * rng.random(active["mask"].shape[0]))
+            adjoint = jax.jit(TripletLoss.jax_adjoint)
+            winner = costmodel.cheapest(key, {"pairs": lambda: adjoint(data, pairs, w),
+                                              "laplacian": lambda: adjoint(data, laplacian, w)})
+        return winner == "laplacian"
 
     @staticmethod
     def jax_dense(n: int, capacity: int) -> bool:
@@ -917,7 +993,9 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         With a large active set and up to ``DENSE_MAX_N`` points (:meth:`jax_dense`) the impostor distances come from the Gram matrix
         ``G = X M X^T`` (``d_il = G_ii + G_ll - 2 G_il``: one ``n x n`` product, then a scalar
         gather per triplet); above it, from explicit differences gathered per triplet
-        (memory ``O(|active| d)``, no ``n x n`` array) otherwise.
+        (memory ``O(|active| d)``, no ``n x n`` array) otherwise. In the pair forms
+        (:meth:`jax_active_set`), ``d_il`` is ``diag(D_U M D_U^T)`` over the distinct impostor pairs' differences
+        ``D_U`` (one ``P x d`` by ``d x d`` product), read per triplet by a scalar gather.
 
         Parameters
         ----------
@@ -937,6 +1015,9 @@ class TripletLoss(Term, metaclass=_TripletLossType):
 
         Xc, DT = data["Xc"], data["DT"]
         dT = jnp.einsum("pd,pd->p", DT @ M, DT)
+        if "DU" in active:  # the pair forms: one product over the distinct impostor pairs, a scalar gather per triplet
+            DU = active["DU"]
+            return jnp.einsum("ud,ud->u", DU @ M, DU)[active["u"]] - dT[active["p"]]
         i, l = active["i"], active["l"]
         if TripletLoss.jax_dense(Xc.shape[0], i.shape[0]):
             G = (Xc @ M) @ Xc.T
@@ -954,7 +1035,11 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         ``-w_t`` on the target pair ``(i, j)`` of every triplet and ``D`` its degrees (never one
         triplet at a time): ``W X`` and ``D`` are segment sums (in the dense case, :meth:`jax_dense`,
         the impostor part of ``W`` is scattered into an ``n x n`` matrix), then two ``n x d`` by
-        ``d x n`` products. ``w`` must vanish on padding.
+        ``d x n`` products. ``w`` must vanish on padding. In the pair form (:meth:`jax_active_set`) it is
+        ``D_U^T diag(w_U) D_U - D_T^T diag(w_T) D_T`` over the distinct impostor and target pairs' differences
+        (``w_U``, ``w_T``: the triplets' weights summed per pair), two GEMMs and no gathers of ``d``-vectors;
+        the Laplacian form gathers the distinct pairs' rows once (not once per triplet). Which is cheaper
+        depends on the device (:mod:`metricopt.costmodel`).
 
         Parameters
         ----------
@@ -977,8 +1062,19 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         n, npairs = Xc.shape[0], Ta.shape[0]
         p, i, l = active["p"], active["i"], active["l"]
         seg = lambda v, idx: jax.ops.segment_sum(v, idx, num_segments=n)
+        wT = jax.ops.segment_sum(w, p, num_segments=npairs)  # the target pairs' weights, entering with sign -1
+        if "DU" in active and "ui" not in active:  # the pair form: D_U^T diag(w_U) D_U - D_T^T diag(w_T) D_T
+            DU, DT = active["DU"], data["DT"]
+            wU = jax.ops.segment_sum(w, active["u"], num_segments=DU.shape[0])
+            S = (DU * wU[:, None]).T @ DU - (DT * wT[:, None]).T @ DT
+            return 0.5 * (S + S.T)
         # impostor pairs (i, l)
-        if TripletLoss.jax_dense(n, i.shape[0]):
+        if "DU" in active:  # the Laplacian form over the distinct pairs (rows ui, ul)
+            wU = jax.ops.segment_sum(w, active["u"], num_segments=active["DU"].shape[0])
+            ui, ul = active["ui"], active["ul"]
+            deg = seg(wU, ui) + seg(wU, ul)
+            R = seg(wU[:, None] * Xc[ul], ui)
+        elif TripletLoss.jax_dense(n, i.shape[0]):
             W = jnp.zeros((n, n), w.dtype).at[i, l].add(w)
             deg = jnp.sum(W, axis=1) + jnp.sum(W, axis=0)
             R = W @ Xc
@@ -986,7 +1082,6 @@ class TripletLoss(Term, metaclass=_TripletLossType):
             deg = seg(w, i) + seg(w, l)
             R = seg(w[:, None] * Xc[l], i)  # W X
         # target pairs (i, j): the weights summed onto the n*k pairs, entering W with the opposite sign
-        wT = jax.ops.segment_sum(w, p, num_segments=npairs)
         deg = deg - seg(wT, Ta) - seg(wT, Tb)
         R = R - seg(wT[:, None] * Xc[Tb], Ta)
         XtR = Xc.T @ R

@@ -164,7 +164,7 @@ def solve_batch(problems: list, *, max_iter: int = 2000, chunk: int = 40, s_stop
             M0 = st.to_point(Z0)["M"]
             acts = []
             for i, t in enumerate(terms):
-                acts.append(t.jax_active_set(p, M0, np.inf, min_capacity=cap)[0] if i in hinge_idx else None)
+                acts.append(t.jax_active_set(p, M0, np.inf, min_capacity=cap, form="gather")[0] if i in hinge_idx else None)
             actives.append(tuple(acts))
             states.append({kk: np.asarray(v) for kk, v in solver.init(jnp.asarray(Z0)).items()})
         data_b, act_b, state_b = _stack(data), _stack(actives), _stack(states)

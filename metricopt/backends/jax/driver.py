@@ -186,6 +186,7 @@ class ActiveSets:
         self.problem, self.terms = problem, terms
         self.n_dev, self.split = n_dev, split
         self.capacity, self.current = {}, {}  # per working-set term: capacity bucket, current active set
+        self.pair_capacity = {}  # per working-set term: the bucket of its distinct pairs (the pair forms)
         self.bucket_since = {}  # per working-set term: the iteration its current bucket was entered
         self.sizes, self.saved_sizes = {}, {}
         self.d2 = float(problem.d) ** 2
@@ -233,7 +234,8 @@ class ActiveSets:
                 continue
             limit = max(EXPLOSION_FACTOR * self.sizes.get(idx, 0), EXPLOSION_MIN) if guard else None
             found = t.jax_active_set(self.problem, M, width, min_capacity=self.capacity.get(idx, MIN_CAPACITY),
-                                     multiple=self.n_dev, limit=limit)
+                                     multiple=self.n_dev, limit=limit,
+                                     min_pair_capacity=self.pair_capacity.get(idx, MIN_CAPACITY))
             if found is None:
                 return actives, sizes, obj, new_viol, True
             act, size, val, h = found
@@ -252,6 +254,11 @@ class ActiveSets:
             self.capacity[idx] = max(MIN_CAPACITY, 1 << (2 * size - 1).bit_length()) if shrink else cap
             if shrink:
                 self.bucket_since[idx] = it
+            if "DU" in act:  # the distinct pairs' bucket: kept, or moved down with the triplets' (the same rule)
+                pairs = int(act["u"][:size].max()) + 1 if size else 0
+                pcap = act["DU"].shape[0]
+                self.pair_capacity[idx] = (max(MIN_CAPACITY, 1 << (2 * pairs - 1).bit_length())
+                                           if settled and pairs < pcap // SHRINK_BELOW else pcap)
             new_viol += _new_violators(self.current.get(idx), act, h)
             self.current[idx] = act
             act_j = {k: jnp.asarray(v) for k, v in act.items()}
