@@ -533,10 +533,52 @@ def lmnn_lower_bound(problem: Any, V: dict, upper: float, band: float = BAND, ma
         lb, inf = bound_from_alpha(P, lam, symmetrize(B), alpha_sum, smax, upper, EP, ab * 2 * alpha_sum)
         if lb > best:
             best, info = lb, inf
+    for width, (lb, inf) in _ramp_bounds(problem, V, summary, mu, upper):
+        if lb > best:
+            best, info = lb, {**inf, "dual form": f"{inf.get('dual form', '')}; ramp of width {width:g}"}
     best += const
     info.update({"violated triplets (alpha fixed)": int(len(Tv)), "triplets near margin (alpha free)": int(len(Tn)),
                  "margin band": band})
     return best, info
+
+
+#: the widths ``s`` of the ramp dual points (:func:`_ramp_bounds`): the smoothing widths a JAX solve passes through
+RAMP_WIDTHS = (0.2, 0.06, 0.02, 0.006, 0.002, 0.0006)
+
+
+def _ramp_bounds(problem, V, summary, mu, upper):
+    r"""The bounds at the ramp dual points :math:`\alpha_t = \mu w_t \operatorname{clip}((h_t + s/2)/s, 0, 1)`, one
+    per width ``s`` of :data:`RAMP_WIDTHS`: the derivative of the hinge smoothed to width ``s``
+    (:func:`metricopt.losses.smoothed_hinge`) at the hinge arguments of ``V``, times the anchor's weight. A solver
+    of the smoothed problem converges to such a point (Nesterov, *Math. Program.* 103, 2005: the smoothed
+    objective's gradient is the dual estimate), so near a smoothed optimum one of them is close to dual optimal
+    where the restricted dual program frees too few multipliers (it frees at most ``MAX_FREE_ENTRIES / d^2``).
+    Every :math:`\alpha_t \in [0, \mu w_t]`: each is a dual point, and its bound is computed as any other
+    (:func:`bound_from_alpha`, rounding on the safe side); the triplets and their ``h`` are only a selection (a kept
+    search at a nearby ``M`` serves). Returns ``[(width, (bound without the constant, details)), ...]``."""
+    if not RAMP_WIDTHS:
+        return []
+    widest = max(RAMP_WIDTHS) / 2
+    found = problem.find_triplets(V["M"], margin=widest, reuse_within=REUSE_WITHIN)
+    if found is None:
+        return []
+    i, j, l, h = found
+    T = np.stack([i, j, l], 1)
+    w = problem.sample_weight
+    caps = mu if w is None else mu * w[i]
+    out = []
+    for width in RAMP_WIDTHS:
+        a = caps * np.clip((h + width / 2) / width, 0.0, 1.0)
+        keep = a > 0
+        if not keep.any():
+            continue
+        Tk, ak = T[keep], a[keep]
+        EP, ab = _formation_errors(problem, summary, len(Tk))
+        alpha_sum = float(ak.sum()) * (1.0 - gamma(len(ak) + 1))
+        smax = largest_dual_scaling(ak, caps if w is None else caps[keep])
+        B = symmetrize(_scatter(problem, Tk, ak))
+        out.append((width, bound_from_alpha(summary.P, summary.lam, B, alpha_sum, smax, upper, EP, ab * 2 * alpha_sum)))
+    return out
 
 
 # ---------------------------------------------------------------- scalar triplet losses (squared / Huber hinge)
