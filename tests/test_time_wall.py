@@ -294,3 +294,24 @@ def test_jax_factor_geometry_keeps_the_wall(digits20, monkeypatch):
     sol, wall = _timed(lambda: mo.solve(_lmnn(digits20, 300).factored(5), backend="jax", time_limit=0.5))
     assert wall <= hard_limit(0.5), wall
     assert sol.status is Status.TIME_LIMIT and sol.M is not None and "unevaluated" in sol.message
+
+
+def test_certificate_estimate_is_the_median_of_the_last_three(monkeypatch):
+    """One slow certificate (the first, with its compilations) does not hold back the later ones: the estimate is
+    ESTIMATE_MARGIN times the median of the last ESTIMATE_WINDOW measured durations."""
+    from types import SimpleNamespace
+
+    from metricopt.backends.jax import driver
+
+    sched = driver.CertificateSchedule(SimpleNamespace(n=10, d=2), SimpleNamespace(certify_every=10,
+                                                                                   deterministic=True))
+    clock = iter([10.0, 10.0, 11.0, 11.0, 12.0, 12.0, 12.5, 12.5])  # two reads per took(): 10 s, 1 s, 1 s, 0.5 s
+    monkeypatch.setattr(driver.time, "perf_counter", lambda: next(clock))
+    for start in (0.0, 10.0, 11.0):
+        sched.took(start)
+    assert sched.recent == [10.0, 1.0, 1.0]
+    assert sched.estimate(search=5.0, active=100, d=2) == pytest.approx(driver.ESTIMATE_MARGIN * 1.0)
+    assert sched.estimate(search=5.0, active=100, d=2, kept=False, final=True) == pytest.approx(
+        driver.ESTIMATE_MARGIN * driver.FINAL_CERTIFY_FACTOR * 1.0 + 5.0)
+    sched.took(12.0)
+    assert sched.recent == [1.0, 1.0, 0.5]

@@ -80,6 +80,9 @@ COMPILE_SECONDS = 2.0
 #: speed changes between two measurements (a search of 8,000 synthetic points on 2 cores shared with other jobs took
 #: 5.8 s extrapolated from the first blocks of one, then 8.1 s)
 ESTIMATE_MARGIN = 1.5
+#: a certificate's estimate is the median of this many last measured ones (the last alone let one slow certificate,
+#: e.g. the first with its compilations, hold back every later one near a time limit)
+ESTIMATE_WINDOW = 3
 #: out of time, with no time to certify the best iterate: the best certified iterate is returned instead (with its
 #: certificate) unless its exact objective is worse than the best iterate's by more than this relative amount; then
 #: the best iterate is returned uncertified (a certified start of breast_cancer POLA, objective 1.65e6, against an
@@ -301,6 +304,7 @@ class CertificateSchedule:
         self.cert, self.V, self.it = None, None, None
         self.best = None  # (objective, V, iteration, certificate): the certified iterate of lowest objective
         self.time, self.calls, self.last, self.end = 0.0, 0, 0.0, 0.0
+        self.recent: list = []  # the last ESTIMATE_WINDOW certificates' seconds
         det = opts.deterministic
         if det == "auto":
             n, d = problem.n, problem.d
@@ -344,6 +348,7 @@ class CertificateSchedule:
         self.end = time.perf_counter()
         self.time += self.last
         self.calls += 1
+        self.recent = (self.recent + [self.last])[-ESTIMATE_WINDOW:]
 
     def record(self, cert: Any, V: dict | None, it: int | None, objective: float | None = None) -> None:
         """The certificate ``cert`` of the point ``V`` at iteration ``it``.
@@ -386,8 +391,10 @@ class CertificateSchedule:
         return None
 
     def estimate(self, search: float, active: int, d: int, kept: bool = True, final: bool = False) -> float:
-        """The seconds a certificate is expected to take: :data:`ESTIMATE_MARGIN` times its dual as the last measured
-        one (before any, :data:`CERTIFY_SECONDS` + :data:`CERTIFY_SECONDS_PER_UNIT` x ``active`` x ``d^2``),
+        """The seconds a certificate is expected to take: :data:`ESTIMATE_MARGIN` times the median of the last
+        :data:`ESTIMATE_WINDOW` measured ones (one slow certificate, e.g. the first with its compilations, does not
+        block the later ones; before any, :data:`CERTIFY_SECONDS` + :data:`CERTIFY_SECONDS_PER_UNIT` x ``active`` x
+        ``d^2``),
         :data:`FINAL_CERTIFY_FACTOR` times that when it closes the solve (the wide restricted dual may be tried
         too), and a search of all triplets unless the re-check's is ``kept`` (the point was the last one
         re-checked).
@@ -410,7 +417,8 @@ class CertificateSchedule:
         float
             The estimate.
         """
-        dual = self.last if self.calls else CERTIFY_SECONDS + CERTIFY_SECONDS_PER_UNIT * float(active) * d * d
+        dual = (float(np.median(self.recent)) if self.recent
+                else CERTIFY_SECONDS + CERTIFY_SECONDS_PER_UNIT * float(active) * d * d)
         return ESTIMATE_MARGIN * (FINAL_CERTIFY_FACTOR if final else 1.0) * dual + (0.0 if kept else search)
 
 
