@@ -11,9 +11,10 @@
 * ``devices=`` shards LMNN's active triplets over several devices (``jax.sharding``);
 * the objective is assembled from each term's JAX piece (``Term.jax_value_grad`` in
   :mod:`metricopt.problems.terms`); the hinge's (sub)gradient is the matrix form
-  ``mu (S_target(w) - S_impostor(w))`` of weighted pair scatters ``X^T (D_w - W - W^T) X``
-  built with segment sums over a padded active set (capacity bucketed to powers of two,
-  so that a growing set does not recompile at every change);
+  ``mu (S_target(w) - S_impostor(w))`` of weighted pair scatters over a padded active set (capacity
+  bucketed to powers of two, so that a growing set does not recompile at every change), each distinct
+  impostor pair once: two GEMMs ``D^T diag(w) D`` over the pairs' differences, or the Laplacian
+  ``X^T (D_w - W - W^T) X``, whichever the device measures faster (:mod:`metricopt.costmodel`);
 * every few iterations all triplets are re-checked (:func:`metricopt.constraints.active_triplets`,
   blocked, memory ``O(block * n)``) and the iterate is certified by :func:`metricopt.certify`;
   the solve stops at the requested certified relative gap, and only a certificate makes
