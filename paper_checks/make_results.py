@@ -19,6 +19,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from _common import FAIL, KNOWN, KNOWN_MISMATCHES, UNEXPECTED_PASS, outcome  # noqa: E402
+from figures import add_figures  # noqa: E402
 from paper_review import (  # noqa: E402
     NEW_CLAIMS, NOTE_REVISIONS, PROTOCOL_DIFFERENCES, REVISIONS, by_old_text, paper_for_row, paper_table_sections, retro_paper_cell)
 
@@ -350,6 +351,7 @@ def build(results_dir=RESULTS_DIR, out=OUT):
     lines += _revisions_table(names, stored)
     lines += _protocol_table()
     lines += paper_table_sections({n: d for n, d in stored.items() if not n.endswith("-identity")})
+    lines = add_figures(lines, results_dir)
     lines += sections
     out = pathlib.Path(out)
     out.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
