@@ -15,7 +15,9 @@ For the last four: ``solve(backend="jax", tol=1e-3, time_limit=--time-limit)`` a
 iterations (JAX's compilation of the first capacity bucket); the wall time, status, certified gap, iterations, and
 where the time went: the jitted chunks (``Run.step``), the re-checks (``Run.recheck``: every triplet searched), the
 certificates, JAX compilation inside the timed solve; the share outside the jitted chunks; the process's peak
-resident memory (``VmHWM``, Linux) and, on a GPU, the device's peak.
+resident memory (``VmHWM``, Linux) and, on a GPU, the device's peak. After each large solve, the hinge's forms
+are timed at its final metric (``form_timings``: margins, and value with gradient, per-triplet gathers against the
+pair and the Laplacian forms) beside the choice the solve measured (``metricopt.costmodel``).
 
     OPENBLAS_NUM_THREADS=2 python benchmarks/jax_scale.py --cases digits letter mnist5k synthetic20k \\
         --out benchmarks/results/jax_scale.md
