@@ -402,34 +402,6 @@ KNOWN_MISMATCHES = {
         "index first, one neighbour dropped at a time on a tied vote, the paper's rule of Sec. 4) 18.51 %, within "
         f"the band of the paper's {_f(PAPER['balance-scale']['euclidean'])} %."
     ),
-    f"faces: Euclidean 3-NN on the raw pixels consistent with the paper's {_f(_T1('kNN Euclidean', 'oFaces'))} %": (
-        "not reproduced, and not by resolution or normalisation, measured on the same 10 splits (7 training "
-        "images per subject, 3-NN): raw pixels 10.17 % (ORL 32x32) and 10.33 % (Olivetti 64x64); unit-norm "
-        "images 12.50 % / 12.83 %; zero-mean unit-norm 10.75 % / 10.83 %. The paper's row is kNN on its inputs, "
-        f"{jmlr_text('Sec. 4.2', 'Olivetti faces', 'image height (pixels)'):.0f}x"
-        f"{jmlr_text('Sec. 4.2', 'Olivetti faces', 'image width (pixels)'):.0f} images projected on their first "
-        f"{_T1('# features', 'oFaces'):.0f} eigenfaces (Sec. 4.2; Table 1 lists {_T1('# features', 'oFaces'):.0f} "
-        "features), which were not reproduced; not explained further."
-    ),
-    **{band_what(f"faces PCA {d}", "euclidean", PAPER["faces"]["euclidean"]): (
-        f"not reproduced: our Euclidean 3-NN error after PCA to {d} dimensions is {ours} on 10 splits (run of commit "
-        f"e4a2af6), four times the paper's {_f(PAPER['faces']['euclidean'])} % ({PAPER_ROWS['faces']}: "
-        f"{_T1('# features', 'oFaces'):.0f} eigenfaces of "
-        f"{jmlr_text('Sec. 4.2', 'Olivetti faces', 'image height (pixels)'):.0f}x"
-        f"{jmlr_text('Sec. 4.2', 'Olivetti faces', 'image width (pixels)'):.0f} images, "
-        f"{_T1('# of train/test splits', 'oFaces'):.0f} splits). Our images are 32x32 and the PCA keeps {d} "
-        "dimensions; which of these makes the difference is not measured. With it, the gains differ in kind: the "
-        f"paper's LMNN ({_f(PAPER['faces']['lmnn'])} %) and energy rule ({_f(PAPER['faces']['energy'])} %) are "
-        "above its PCA row (no gain), ours are far below our Euclidean error after PCA (about -8 pp)."
-    ) for d, ours in ((30, "12.42 % (s.e. 0.92)"), (50, "11.25 % (s.e. 0.75)"))},
-    **{not_below_what(f"faces PCA {d}", GAIN_LABEL[m], "Euclidean kNN", paper_gain("faces", m)): (
-        f"not reproduced: ours is {ours} below our Euclidean error after PCA to {d} dimensions (10 splits, run of "
-        f"commit e4a2af6, where the check asserted a gain against the paper's raw Euclidean row), while the paper's "
-        f"{_f(PAPER['faces'][m])} % is above its PCA row's {_f(PAPER['faces']['euclidean'])} % (no gain). Our "
-        "Euclidean error after PCA is four times the paper's (see the Euclidean band of this row), so our gain is "
-        "measured from a much weaker baseline; why our baseline is weaker is not measured."
-    ) for d, m, ours in ((30, "lmnn", "-8.08 pp (s.e. 0.90)"), (30, "energy", "-8.33 pp (s.e. 0.84)"),
-                         (50, "lmnn", "-8.42 pp (s.e. 0.80)"), (50, "energy", "-8.92 pp (s.e. 0.67)"))},
     f"Yale B: LMNN 3-NN error within 2 pp of the paper's {_f(PAPER['yale-b']['lmnn'])} %": (
         "partly explained by the dimension, measured on the same split (45 images per subject, leading 5 "
         "components dropped): Euclidean 3-NN falls from 17.19 % at 50 PCA dimensions to 14.77 % at 100 and "
@@ -483,20 +455,6 @@ KNOWN_MISMATCHES = {
         f"ours is better than the paper's (ours 3.74 % against {_f(PAPER['wine']['energy'])} %), for the reason of the LMNN "
         "row (the optimum of Eq. 14 separates wine's classes better than the paper's metric did; not explained "
         "further)."
-    ),
-    "usps k=3: gerrymandering below LMNN (the paper's direction)": (
-        "the direction holds but is not significant over 2 folds: -0.45 pp on fold 1 (1.32 % against 1.77 %) and "
-        "0.00 pp on fold 2 (2.14 % both), mean -0.23 pp with s.e. 0.23. "
-        "METRICOPT_PAPER_SPLITS_GERRYMANDER_USPS=5 runs all five folds (about 25 minutes a fold on 2 shared cores)."
-    ),
-    not_below_what("usps k=11", "gerrymandering", "LMNN",
-                   trivedi(11, "ours", "USPS") - trivedi(11, "LMNN", "USPS")): (
-        "not reproduced: ours is 0.45 pp below LMNN on both folds (1.80 % against 2.25 %, s.e. 0.00 over 2 folds, "
-        "run of commit e4a2af6, where the check asserted the opposite), while the paper's Table 1 has LMNN "
-        f"{trivedi(11, 'LMNN', 'USPS'):.2f} % below gerrymandering's {trivedi(11, 'ours', 'USPS'):.2f} % at k = 11. "
-        "The protocols differ (our features are not z-scored and are projected on 50 principal components; the "
-        "11,000-image file, not the standard partition; our LMNN baseline stops at a time limit, iteration_limit "
-        "on both folds); which of these matters is not measured."
     ),
     "wine: rank-2 NCA test error not above rank-2 LDA's": (
         "overfitting of the rank-2 map on 124 training points, measured: rank-2 NCA reaches a training "
@@ -1029,3 +987,153 @@ def print_method_table(table):
     for r in table["rows"]:
         print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
     print(flush=True)
+
+
+# ----------------------------------------------------------------------------- face images at the paper's size
+
+
+def area_downsample(X, shape_in, shape_out):
+    """Images (rows of ``X``, each ``shape_in`` in row-major order) resampled to ``shape_out`` by area
+    averaging: every output pixel is the mean of the input pixels it covers, each weighted by the fraction of it
+    that lies inside (exact for non-integer ratios, e.g. 64x64 -> 38x31). Returns ``(n, prod(shape_out))``."""
+    def weights(n_in, n_out):
+        A, s = np.zeros((n_out, n_in)), n_in / n_out
+        for i in range(n_out):
+            lo, hi = i * s, (i + 1) * s
+            for j in range(int(math.floor(lo)), min(n_in, int(math.ceil(hi)))):
+                A[i, j] = max(0.0, min(hi, j + 1) - max(lo, j))
+        return A / s
+
+    Ah, Aw = weights(shape_in[0], shape_out[0]), weights(shape_in[1], shape_out[1])
+    imgs = np.asarray(X, dtype=float).reshape(-1, *shape_in)
+    return np.einsum("hi,nij,wj->nhw", Ah, imgs, Aw).reshape(imgs.shape[0], -1)
+
+
+#: above this dimension a certificate skips the restricted dual's CVXPY program (see :func:`no_conic_restricted_dual`)
+CONIC_DUAL_MAX_D = 100
+
+
+class no_conic_restricted_dual:
+    """Context: certificates of LMNN iterates with ``d > max_d`` skip the restricted dual's CVXPY program.
+
+    :mod:`metricopt.certify.triplets` finds its dual point near the margin with the rank-two solver where it can
+    (``P`` positive definite, few free multipliers) and otherwise with a CVXPY/Clarabel program over the ``d x d``
+    PSD cone; at ``d = 200`` that program took the 23 GB of this machine and was killed (measured on the Olivetti
+    faces at 38x31 pixels and 200 eigenfaces, where ``P`` of the 70 % fit part is singular). Inside this context
+    the program reports no point, as when no solver answers: the certificate keeps its other dual points, so the
+    bound stays valid, only looser (an early-stopped solve's certified gap is then reported, never asserted).
+    """
+
+    def __init__(self, max_d=CONIC_DUAL_MAX_D):
+        import importlib
+
+        self.max_d = max_d
+        self.module = importlib.import_module("metricopt.certify.triplets")
+
+    def __enter__(self):
+        orig, max_d = self.module.restricted_dual_program, self.max_d
+        self.orig = orig
+
+        def program(obj, cons, B, P, lam):
+            return False if P.shape[0] > max_d else orig(obj, cons, B, P, lam)
+
+        self.module.restricted_dual_program = program
+        return self
+
+    def __exit__(self, *exc):
+        self.module.restricted_dual_program = self.orig
+        return False
+
+
+def _faces_paper_protocol_mismatches():
+    """The known mismatches of the Olivetti check under the paper's protocol (JMLR 2009 Sec. 4.2 and Table 1:
+    38x31 pixels, 200 eigenfaces, 30 % validation, 100 splits), measured by its run of 2026-11-27 (100 early-stopped
+    splits, 8 certified ones, 726 s on one core)."""
+    h, w = (jmlr_text("Sec. 4.2", "Olivetti faces", f"image {x} (pixels)") for x in ("height", "width"))
+    eig = jmlr_text("Sec. 4.2", "Olivetti faces", "eigenfaces")
+    p = PAPER["faces"]
+    base = (f"Our Euclidean 3-NN error after PCA to {eig:.0f} eigenfaces of the {h:.0f}x{w:.0f} images is 10.05 % "
+            f"(s.e. 0.27, 100 splits), 3.6 times the paper's PCA row ({_f(p['euclidean'])} %); the tie rule does not "
+            "explain it (index rule 10.05 %), nor k (1-NN 7.34 % on the same splits), nor PCA (10.00 % on the pixels). "
+            "The images differ: ours are the 64x64 Olivetti file area-averaged to "
+            f"{h:.0f}x{w:.0f}, the paper's the original images downsampled by an unstated method; not measured further.")
+    out = {
+        band_what("faces", "euclidean", p["euclidean"]): "not reproduced. " + base,
+        f"faces: Euclidean 3-NN on the {h:.0f}x{w:.0f} pixels consistent with the paper's "
+        f"{_f(_T1('kNN Euclidean', 'oFaces'))} %": (
+            f"not reproduced: 10.00 % (s.e. 0.27, 100 splits) against {_f(_T1('kNN Euclidean', 'oFaces'))} %. The "
+            f"paper's two kNN rows differ (Euclidean {_f(_T1('kNN Euclidean', 'oFaces'))} %, PCA "
+            f"{_f(p['euclidean'])} %) where ours, on the pixels and on {eig:.0f} eigenfaces, are the same (10.00 % and "
+            f"10.05 %): Table 1 lists {_T1('# features', 'oFaces'):.0f} features and "
+            f"{_T1('# reduced dimensions', 'oFaces'):.0f} reduced dimensions, so what the paper's Euclidean row "
+            "ran on is not clear from the paper; not explained."),
+        band_what("faces", "lmnn", p["lmnn"]): (
+            f"close but outside the band: 4.99 % (s.e. 0.22, 100 splits) against {_f(p['lmnn'])} % (band 0.62 pp), "
+            "1.7 pp above, from a Euclidean baseline 7.3 pp above the paper's (see the Euclidean band). Our early "
+            "stop (the lowest 3-NN error of the JAX iterates on the validation part, patience 10 re-checks) is not "
+            "the paper's sub-gradient solver, whose stopping point is not stated; not measured further."),
+        band_what("faces", "energy", p["energy"]): (
+            f"close but outside the band: 4.97 % (s.e. 0.19, 100 splits) against {_f(p['energy'])} % (band 0.54 pp), "
+            "for the reasons of the LMNN row (energy and kNN rules within 0.03 pp of each other here, as in the "
+            f"paper: {_f(p['energy'])} against {_f(p['lmnn'])} %)."),
+        **{not_below_what("faces", GAIN_LABEL[m], "Euclidean kNN", paper_gain("faces", m)): (
+            f"not reproduced: ours is {ours} below our Euclidean error after PCA (100 splits), while the paper's "
+            f"{_f(p[m])} % is above its PCA row's {_f(p['euclidean'])} % (no gain). Our LMNN errors are near the "
+            f"paper's (see the bands); the difference is our Euclidean baseline, 3.6 times the paper's "
+            "(see the Euclidean band of this row): against the paper's PCA number itself ours would show no gain "
+            "either.") for m, ours in (("lmnn", "5.06 pp (s.e. 0.25)"), ("energy", "5.08 pp (s.e. 0.25)"))},
+        band_what("faces certified", "euclidean", p["euclidean"]): (
+            "not reproduced: 11.04 % (s.e. 1.11) on the first 8 splits of the early-stopped row (same images and "
+            "eigenfaces), for the reason given there."),
+        **{band_what("faces certified", m, p[m]): (
+            f"not reproduced, and not the paper's protocol: the certified optimum on all training images gives "
+            f"{ours} on 8 splits against {_f(p[m])} %; it fits the training images exactly (training LOO 3-NN error "
+            "0.00 % on every split) and generalises worse than the early-stopped metric of the paper's protocol "
+            "(first row: 4.99 % over 100 splits).") for m, ours in (("lmnn", "8.54-8.65 % (s.e. 1.1; two runs)"),
+                                                              ("energy", "8.54 % (s.e. 1.11; two runs)"))},
+    }
+    return out
+
+
+KNOWN_MISMATCHES.update(_faces_paper_protocol_mismatches())
+
+
+def _extensions_faces_mismatches():
+    """The known mismatch of the multi-pass check on the Olivetti faces (its 1-pass row is the faces check's fit)."""
+    return {
+        f"faces: 1-pass LMNN 3-NN error consistent with the paper's {_f(PAPER['faces']['lmnn'])} %": (
+            "the 1-pass row is the faces check's early-stopped fit on the first 80 of its splits (same images, "
+            "eigenfaces, validation part and stop): about 5 % against the paper's "
+            f"{_f(PAPER['faces']['lmnn'])} %, for the reasons given there (faces: 'LMNN 3-NN error consistent')."),
+    }
+
+
+KNOWN_MISMATCHES.update(_extensions_faces_mismatches())
+
+
+def _gerrymander_paper_protocol_mismatches():
+    """Reasons of the gerrymandering checks' known mismatches on the paper's own protocol (issue 33): USPS z-scored
+    on random splits of the standard partition's sizes (Trivedi Table 1's directions), letters unscaled (Table 3).
+    Measured by the runs stored in ``results/gerrymander-usps.json`` and ``results/gerrymander-table3.json``."""
+    t1 = {k: {m: trivedi(k, m, "USPS") for m in ("ours", "LMNN", "Euclidean")} for k in (3, 7, 11)}
+    return {
+        "usps z-scored k=3: gerrymandering below LMNN (the paper's direction)": (
+            "not reproduced: LMNN 2.54 / 1.94 % against gerrymandering 2.69 / 2.34 % on the two splits (+0.27 pp, "
+            f"s.e. 0.12), where Table 1 has gerrymandering {t1[3]['ours']:.2f} % below LMNN {t1[3]['LMNN']:.2f} %. "
+            "Our gerrymandering is 4 SGD epochs from the identity with C at the lower edge of its grid (1e-4), not the "
+            "paper's SGD run to its stopping rule from a ReliefF or zero start, and the images are the 11,000-image "
+            f"file, not the standard partition (our Euclidean 5.08 % against the paper's {t1[3]['Euclidean']:.2f} %); "
+            "which of these decides the direction is not measured."
+        ),
+        not_below_what("usps z-scored k=11", "gerrymandering", "LMNN", t1[11]["ours"] - t1[11]["LMNN"]): (
+            "not reproduced, with a measured cause on our side: the LMNN baseline is far from converged on the 256 "
+            "z-scored pixels within its 120 s (time_limit on both splits): at k = 11 it reaches 4.78 / 6.03 % "
+            "(Euclidean 5.83 / 6.13 %), and at k = 7 on split 1 it returned the Euclidean metric (5.18 % both), while "
+            "gerrymandering is at 2.84 % on both splits (-2.57 pp, s.e. 0.62). At k = 3, where LMNN gets furthest, it "
+            f"is below gerrymandering. Table 1 has LMNN {t1[11]['LMNN']:.2f} % below gerrymandering's "
+            f"{t1[11]['ours']:.2f} % with the authors' LMNN code run to its end."
+        ),
+    }
+
+
+KNOWN_MISMATCHES.update(_gerrymander_paper_protocol_mismatches())
