@@ -29,7 +29,9 @@ def test_solve_batch_agrees_with_one_at_a_time_solves():
     assert together.iterations == 200 and together.stats["batch"] == 3
     for p, point in zip(problems, together.points):
         alone = solve_batch([p], max_iter=200, chunk=40, s_stop=0.0)
-        assert p.objective(point["M"]) == pytest.approx(p.objective(alone.points[0]["M"]), rel=1e-8)
+        # vmapped and single reductions round differently, and 200 FISTA steps down to a small smoothing width
+        # amplify last-bit differences (measured: 3e-7 relative with SMOOTHING_DECREASE 0.25, 3e-10 with 0.5)
+        assert p.objective(point["M"]) == pytest.approx(p.objective(alone.points[0]["M"]), rel=1e-6)
 
 
 def test_batched_local_lmnn_agrees_with_one_at_a_time_solves():

@@ -12,6 +12,7 @@ import pytest
 
 import metricopt
 from metricopt.certify.dual import dual_summary
+from metricopt.problems.terms import Frobenius
 
 triplets = importlib.import_module("metricopt.certify.triplets")
 
@@ -61,3 +62,36 @@ def test_ramps_tighten_the_bound_where_few_multipliers_are_free(wine_std, monkey
     assert (upper - with_ramps) < 0.75 * (upper - without)  # measured: 0.51 (gap 9.7 against 18.9)
     exact = p.solve(backend="cvxpy", solver="CLARABEL", tol=1e-7)
     assert with_ramps <= exact.objective + 1e-9 * abs(exact.objective)
+
+
+def test_no_conic_restricted_dual_above_conic_max_d(iris_std, monkeypatch):
+    """Above CONIC_MAX_D dimensions the restricted dual's CVXPY program is never built (at d = 200 it took 23 GB);
+    the bound keeps its other dual points: still valid."""
+    X, y = iris_std
+    p = metricopt.LMNNProblem(X, y, k=3, mu=0.5, regularizer=Frobenius(0.1))  # lam > 0: the conic route
+    built = []
+    real = triplets.restricted_dual_program
+    monkeypatch.setattr(triplets, "restricted_dual_program", lambda *a: built.append(1) or real(*a))
+    M = p.solve(backend="jax", tol=1e-3).M
+    V, upper = p.point(M), p.objective(M)
+    with_conic, _ = triplets.lmnn_lower_bound(p, V, upper)
+    assert built
+    built.clear()
+    monkeypatch.setattr(triplets, "CONIC_MAX_D", p.d - 1)
+    without, info = triplets.lmnn_lower_bound(p, V, upper)
+    assert built == []
+    exact = p.solve(backend="cvxpy", solver="CLARABEL", tol=1e-7)
+    assert without <= with_conic + 1e-12 * abs(upper) and without <= exact.objective
+
+
+def test_ramp_hint_adds_the_solvers_width(wine_std):
+    X, y = wine_std
+    p = metricopt.LMNNProblem(X, y, k=3, mu=0.5)
+    summary = dual_summary(p)
+    M = np.eye(p.d)
+    upper = p.objective(M) - summary.constant
+    plain = [w for w, _ in triplets._ramp_bounds(p, p.point(M), summary, 0.5, upper)]
+    with triplets.ramp_hint(0.037, 0.0, -1.0):
+        hinted = [w for w, _ in triplets._ramp_bounds(p, p.point(M), summary, 0.5, upper)]
+    assert sorted(hinted) == sorted(plain + [0.037])
+    assert [w for w, _ in triplets._ramp_bounds(p, p.point(M), summary, 0.5, upper)] == plain  # reset on exit

@@ -91,13 +91,18 @@ REUSE_WITHIN = 1e-10
 #: up to this many free multipliers the dedicated rank-two solver (:mod:`.rank2_dual`, O(m^2 d + m^3) per Newton
 #: step) is used; beyond it, or when it cannot start (P singular) or with a Frobenius term, the CVXPY program
 RANK2_MAX_FREE = 1500
+#: above this dimension the restricted dual's CVXPY program (over the d x d PSD cone) is not built: at d = 200 it
+#: took the 23 GB of a 2-core machine and was killed (the Olivetti faces at 200 eigenfaces, P singular so that the
+#: rank-two solver could not start); without it the bound keeps its other dual points (valid, looser)
+CONIC_MAX_D = 100
 
 
 def _restricted_dual(problem, P, lam, mu, Tv, Tn, Bv, accuracy, wv=None, wn=None):
     """The restricted dual's multipliers ``(tau, alpha near the margin)``, or ``None`` when no solver produced
     a point. One multiplier ``tau in [0, mu]`` is shared by the violated triplets ``Tv`` (their alpha is
     ``tau w_t``, ``Bv = sum_t w_t A_t``); those of the triplets ``Tn`` near the margin are free in
-    ``[0, mu w_t]``. ``wv``, ``wn``: the anchors' weights of ``Tv`` and ``Tn`` (``None``: unweighted)."""
+    ``[0, mu w_t]``. ``wv``, ``wn``: the anchors' weights of ``Tv`` and ``Tn`` (``None``: unweighted). Above
+    :data:`CONIC_MAX_D` dimensions only the rank-two solver is tried (the conic program would not fit in memory)."""
     cv = len(Tv) if wv is None else float(np.sum(wv))
     un = mu if wn is None else mu * wn  # upper bounds of the free multipliers
     factors = problem.triplet_factors
@@ -108,6 +113,8 @@ def _restricted_dual(problem, P, lam, mu, Tv, Tn, Bv, accuracy, wv=None, wn=None
         if found is not None:
             return found
     d = problem.d
+    if d > CONIC_MAX_D:
+        return None
     A = problem.triplet_rows(Tn[:, 0], Tn[:, 1], Tn[:, 2]) if len(Tn) else np.zeros((0, d * d))
     t = cp.Variable(nonneg=True)
     a = cp.Variable(len(Tn), nonneg=True) if len(Tn) else None
@@ -296,6 +303,30 @@ def bound_from_alpha(P: np.ndarray, lam: float, B: np.ndarray, alpha_sum: float,
 
 
 _NARROW_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("narrow_only", default=False)
+_RAMP_HINT: contextvars.ContextVar[tuple] = contextvars.ContextVar("ramp_hint", default=())
+
+
+@contextlib.contextmanager
+def ramp_hint(*widths: float) -> Iterator[None]:
+    """Within this block, the LMNN bound also tries the ramp dual points of these widths (:func:`_ramp_bounds`):
+    the JAX backend passes the smoothing width its iterate was computed at, whose ramp is that iterate's own dual
+    estimate. Only a selection of dual points: every bound stays valid.
+
+    Parameters
+    ----------
+    *widths : float
+        The widths (non-positive ones are ignored).
+
+    Yields
+    ------
+    None
+        A context manager (``with ramp_hint(s): ...``).
+    """
+    token = _RAMP_HINT.set(tuple(float(w) for w in widths if w > 0))
+    try:
+        yield
+    finally:
+        _RAMP_HINT.reset(token)
 
 
 @contextlib.contextmanager
@@ -548,7 +579,7 @@ RAMP_WIDTHS = (0.2, 0.06, 0.02, 0.006, 0.002, 0.0006)
 
 def _ramp_bounds(problem, V, summary, mu, upper):
     r"""The bounds at the ramp dual points :math:`\alpha_t = \mu w_t \operatorname{clip}((h_t + s/2)/s, 0, 1)`, one
-    per width ``s`` of :data:`RAMP_WIDTHS`: the derivative of the hinge smoothed to width ``s``
+    per width ``s`` of :data:`RAMP_WIDTHS` and of the :func:`ramp_hint` in force: the derivative of the hinge smoothed to width ``s``
     (:func:`metricopt.losses.smoothed_hinge`) at the hinge arguments of ``V``, times the anchor's weight. A solver
     of the smoothed problem converges to such a point (Nesterov, *Math. Program.* 103, 2005: the smoothed
     objective's gradient is the dual estimate), so near a smoothed optimum one of them is close to dual optimal
@@ -556,9 +587,10 @@ def _ramp_bounds(problem, V, summary, mu, upper):
     Every :math:`\alpha_t \in [0, \mu w_t]`: each is a dual point, and its bound is computed as any other
     (:func:`bound_from_alpha`, rounding on the safe side); the triplets and their ``h`` are only a selection (a kept
     search at a nearby ``M`` serves). Returns ``[(width, (bound without the constant, details)), ...]``."""
-    if not RAMP_WIDTHS:
+    widths = sorted(set(RAMP_WIDTHS) | set(_RAMP_HINT.get()), reverse=True)
+    if not widths:
         return []
-    widest = max(RAMP_WIDTHS) / 2
+    widest = max(widths) / 2
     found = problem.find_triplets(V["M"], margin=widest, reuse_within=REUSE_WITHIN)
     if found is None:
         return []
@@ -567,7 +599,7 @@ def _ramp_bounds(problem, V, summary, mu, upper):
     w = problem.sample_weight
     caps = mu if w is None else mu * w[i]
     out = []
-    for width in RAMP_WIDTHS:
+    for width in widths:
         a = caps * np.clip((h + width / 2) / width, 0.0, 1.0)
         keep = a > 0
         if not keep.any():

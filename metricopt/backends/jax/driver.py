@@ -831,13 +831,15 @@ class Run:
             When a term's program needs cones the generic bound does not handle.
         """
         from ...certify import certify
-        from ...certify.triplets import narrow_only
+        from ...certify.triplets import narrow_only, ramp_hint
 
         tc = time.perf_counter()
         at = None
         if self.budget.limited:
             at = self.budget.certify_by if final else tc + MID_CERTIFY_SHARE * max(self.budget.left(tc), 0.0)
-        with deadline(at), (contextlib.nullcontext() if final else narrow_only()):
+        # the ramp dual points at the smoothing width the iterate was computed at (s, or 4 s just before a decrease)
+        s = float(self.state["s"]) if self.smoothed and "s" in self.state else 0.0
+        with deadline(at), (contextlib.nullcontext() if final else narrow_only()), ramp_hint(s, 2 * s, 4 * s):
             # before the last certificate, LMNN's wide restricted dual is skipped: it rarely certifies earlier
             # and its cost spaces the certificates out (digits PCA-30 at tol 1e-6: 26 s without, 33 s with it)
             cert = certify(self.problem, V["M"], tol=self.opts.tol, **{k: V[k] for k in self.extras})
