@@ -93,5 +93,5 @@ def test_ramp_hint_adds_the_solvers_width(wine_std):
     plain = [w for w, _ in triplets._ramp_bounds(p, p.point(M), summary, 0.5, upper)]
     with triplets.ramp_hint(0.037, 0.0, -1.0):
         hinted = [w for w, _ in triplets._ramp_bounds(p, p.point(M), summary, 0.5, upper)]
-    assert sorted(hinted) == sorted(plain + [0.037])
+    assert sorted(plain) == sorted(triplets.RAMP_WIDTHS) and hinted == [0.037]  # the hint replaces the list
     assert [w for w, _ in triplets._ramp_bounds(p, p.point(M), summary, 0.5, upper)] == plain  # reset on exit

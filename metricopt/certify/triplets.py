@@ -308,9 +308,10 @@ _RAMP_HINT: contextvars.ContextVar[tuple] = contextvars.ContextVar("ramp_hint", 
 
 @contextlib.contextmanager
 def ramp_hint(*widths: float) -> Iterator[None]:
-    """Within this block, the LMNN bound also tries the ramp dual points of these widths (:func:`_ramp_bounds`):
-    the JAX backend passes the smoothing width its iterate was computed at, whose ramp is that iterate's own dual
-    estimate. Only a selection of dual points: every bound stays valid.
+    """Within this block, the LMNN bound tries the ramp dual points of these widths instead of
+    :data:`RAMP_WIDTHS` (:func:`_ramp_bounds`): the JAX backend passes the smoothing widths its iterate was computed
+    at, whose ramps are that iterate's own dual estimate (three bounds instead of six at every certificate). Only a
+    selection of dual points: every bound stays valid.
 
     Parameters
     ----------
@@ -579,7 +580,7 @@ RAMP_WIDTHS = (0.2, 0.06, 0.02, 0.006, 0.002, 0.0006)
 
 def _ramp_bounds(problem, V, summary, mu, upper):
     r"""The bounds at the ramp dual points :math:`\alpha_t = \mu w_t \operatorname{clip}((h_t + s/2)/s, 0, 1)`, one
-    per width ``s`` of :data:`RAMP_WIDTHS` and of the :func:`ramp_hint` in force: the derivative of the hinge smoothed to width ``s``
+    per width ``s`` of the :func:`ramp_hint` in force (a solver's widths), else of :data:`RAMP_WIDTHS`: the derivative of the hinge smoothed to width ``s``
     (:func:`metricopt.losses.smoothed_hinge`) at the hinge arguments of ``V``, times the anchor's weight. A solver
     of the smoothed problem converges to such a point (Nesterov, *Math. Program.* 103, 2005: the smoothed
     objective's gradient is the dual estimate), so near a smoothed optimum one of them is close to dual optimal
@@ -587,7 +588,7 @@ def _ramp_bounds(problem, V, summary, mu, upper):
     Every :math:`\alpha_t \in [0, \mu w_t]`: each is a dual point, and its bound is computed as any other
     (:func:`bound_from_alpha`, rounding on the safe side); the triplets and their ``h`` are only a selection (a kept
     search at a nearby ``M`` serves). Returns ``[(width, (bound without the constant, details)), ...]``."""
-    widths = sorted(set(RAMP_WIDTHS) | set(_RAMP_HINT.get()), reverse=True)
+    widths = sorted(set(_RAMP_HINT.get() or RAMP_WIDTHS), reverse=True)  # a solver's hint replaces the fixed list
     if not widths:
         return []
     widest = max(widths) / 2
