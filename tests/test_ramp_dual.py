@@ -95,3 +95,33 @@ def test_ramp_hint_adds_the_solvers_width(wine_std):
         hinted = [w for w, _ in triplets._ramp_bounds(p, p.point(M), summary, 0.5, upper)]
     assert sorted(plain) == sorted(triplets.RAMP_WIDTHS) and hinted == [0.037]  # the hint replaces the list
     assert [w for w, _ in triplets._ramp_bounds(p, p.point(M), summary, 0.5, upper)] == plain  # reset on exit
+
+
+def test_a_solve_keeps_its_highest_lower_bound():
+    """Every certificate's lower bound bounds the same optimum: a later certificate carries the highest so far."""
+    from types import SimpleNamespace
+
+    from metricopt.backends.jax import driver
+    from metricopt.certify import Certificate, Verdict
+
+    sched = driver.CertificateSchedule(SimpleNamespace(n=10, d=2), SimpleNamespace(certify_every=10,
+                                                                                   deterministic=True))
+    first = sched.with_best_lower(Certificate.from_bounds(10.5, 10.0, 1e-3, "LMNN", {}), 100)
+    assert first.lower == 10.0 and first.verdict is Verdict.SUBOPTIMAL
+    later = sched.with_best_lower(Certificate.from_bounds(10.005, 9.0, 1e-3, "LMNN", {"dual form": "x"}), 200)
+    assert later.lower == 10.0 and later.upper == 10.005 and later.verdict is Verdict.OPTIMAL  # 5e-4 <= 1e-3
+    assert "iteration 100" in later.details["lower bound"] and later.details["dual form"] == "x"
+    better = sched.with_best_lower(Certificate.from_bounds(10.004, 10.001, 1e-3, "LMNN", {}), 300)
+    assert better.lower == 10.001 and sched.best_lower == (10.001, 300)
+    bad = Certificate.infeasible(1e-3, "LMNN", "not PSD")
+    assert sched.with_best_lower(bad, 400) is bad
+
+
+def test_jax_solve_with_kept_lower_bound_is_still_below_the_optimum(wine_std):
+    X, y = wine_std
+    p = metricopt.LMNNProblem(X, y, k=3, mu=0.5)
+    sol = p.solve(backend="jax", tol=1e-5)
+    exact = p.solve(backend="cvxpy", solver="CLARABEL", tol=1e-7)
+    assert str(sol.status) == "optimal"
+    assert sol.certificate.lower <= exact.objective + 1e-9 * abs(exact.objective)
+    assert sol.certificate.rel_gap <= 1e-5
