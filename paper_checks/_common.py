@@ -1009,42 +1009,6 @@ def area_downsample(X, shape_in, shape_out):
     return np.einsum("hi,nij,wj->nhw", Ah, imgs, Aw).reshape(imgs.shape[0], -1)
 
 
-#: above this dimension a certificate skips the restricted dual's CVXPY program (see :func:`no_conic_restricted_dual`)
-CONIC_DUAL_MAX_D = 100
-
-
-class no_conic_restricted_dual:
-    """Context: certificates of LMNN iterates with ``d > max_d`` skip the restricted dual's CVXPY program.
-
-    :mod:`metricopt.certify.triplets` finds its dual point near the margin with the rank-two solver where it can
-    (``P`` positive definite, few free multipliers) and otherwise with a CVXPY/Clarabel program over the ``d x d``
-    PSD cone; at ``d = 200`` that program took the 23 GB of this machine and was killed (measured on the Olivetti
-    faces at 38x31 pixels and 200 eigenfaces, where ``P`` of the 70 % fit part is singular). Inside this context
-    the program reports no point, as when no solver answers: the certificate keeps its other dual points, so the
-    bound stays valid, only looser (an early-stopped solve's certified gap is then reported, never asserted).
-    """
-
-    def __init__(self, max_d=CONIC_DUAL_MAX_D):
-        import importlib
-
-        self.max_d = max_d
-        self.module = importlib.import_module("metricopt.certify.triplets")
-
-    def __enter__(self):
-        orig, max_d = self.module.restricted_dual_program, self.max_d
-        self.orig = orig
-
-        def program(obj, cons, B, P, lam):
-            return False if P.shape[0] > max_d else orig(obj, cons, B, P, lam)
-
-        self.module.restricted_dual_program = program
-        return self
-
-    def __exit__(self, *exc):
-        self.module.restricted_dual_program = self.orig
-        return False
-
-
 def _faces_paper_protocol_mismatches():
     """The known mismatches of the Olivetti check under the paper's protocol (JMLR 2009 Sec. 4.2 and Table 1:
     38x31 pixels, 200 eigenfaces, 30 % validation, 100 splits), measured by its run of 2026-11-27 (100 early-stopped

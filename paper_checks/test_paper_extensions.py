@@ -330,18 +330,17 @@ def test_extensions_faces():
     n = C.n_splits("extensions-faces", FACE_SPLITS)
     fit = C.early_stopped_fit(FACE_VALIDATION / 100.0, FACE_PATIENCE)
     res = {V_ONE: [], V_TWO: []}
-    with C.no_conic_restricted_dual():
-        for s, (train, test) in enumerate(datasets.per_class_splits(y, n_train=FACE_TRAIN, n_splits=n, seed=0)):
-            from sklearn.decomposition import PCA
+    for s, (train, test) in enumerate(datasets.per_class_splits(y, n_train=FACE_TRAIN, n_splits=n, seed=0)):
+        from sklearn.decomposition import PCA
 
-            pca = PCA(n_components=FACE_EIGENFACES, random_state=0).fit(X[train])
-            r = _faces_split(pca.transform(X[train]), y[train], pca.transform(X[test]), y[test], fit)
-            for v in res:
-                res[v].append(r[v])
-            print(f"  [faces] split {s + 1}: euclid {100 * r[V_ONE].errors['euclidean']:.2f}%  "
-                  f"1-pass {100 * r[V_ONE].errors['lmnn']:.2f}%  2-pass {100 * r[V_TWO].errors['lmnn']:.2f}%  "
-                  f"passes {r[V_TWO].extra['pass_statuses']} rank {r[V_TWO].extra['rank']} "
-                  f"({r[V_TWO].solve_time:.1f}s)", flush=True)
+        pca = PCA(n_components=FACE_EIGENFACES, random_state=0).fit(X[train])
+        r = _faces_split(pca.transform(X[train]), y[train], pca.transform(X[test]), y[test], fit)
+        for v in res:
+            res[v].append(r[v])
+        print(f"  [faces] split {s + 1}: euclid {100 * r[V_ONE].errors['euclidean']:.2f}%  "
+              f"1-pass {100 * r[V_ONE].errors['lmnn']:.2f}%  2-pass {100 * r[V_TWO].errors['lmnn']:.2f}%  "
+              f"passes {r[V_TWO].extra['pass_statuses']} rank {r[V_TWO].extra['rank']} "
+              f"({r[V_TWO].solve_time:.1f}s)", flush=True)
     protocol = (f"{FACE_TRAIN} random images per subject for training, the rest for testing; "
                 f"{FACE_VALIDATION:.0f} % of the training images for validation")
     prep = (f"Olivetti 64x64 area-averaged to {FACE_HEIGHT}x{FACE_WIDTH}, pixels / 255, PCA to {FACE_EIGENFACES} "

@@ -38,7 +38,7 @@ Protocols (the differences from the paper's are listed in RESULTS.md):
   in Table 1 (about 4 minutes). A second row solves the same program on all training images to a certified
   gap of 1e-3 (8 splits, about 8 minutes), to show what early stopping changes. At d = 200 the
   certificate's restricted dual over the PSD cone (CVXPY/Clarabel) does not fit in the machine's 23 GB:
-  it is skipped (:class:`_common.no_conic_restricted_dual`; valid, looser bounds), which leaves the
+  it is skipped (:data:`metricopt.certify.triplets.CONIC_MAX_D`; valid, looser bounds), which leaves the
   certified row certified (rank-two dual solver) and the early-stopped gaps uninformative (reported
   only). The paper's Euclidean row is compared with our Euclidean error on the 38x31 pixels.
 * Extended Yale B (``faces/YaleB_32x32.mat``, 2414 images of 38 subjects at 32x32): the paper's
@@ -121,39 +121,38 @@ def test_olivetti_faces():
     split_rule = f"{ORL_TRAIN_PER_SUBJECT} random images per subject for training, the rest for testing"
     prep = f"{size}, pixels / 255, PCA to {ORL_EIGENFACES} eigenfaces fitted on the training images"
     rows, checks = [], []
-    with C.no_conic_restricted_dual():
-        for variant, name, n, kw, backend in (
-                (f"{ORL_EIGENFACES} eigenfaces, early stopping on {ORL_VALIDATION:.0f} % validation", "faces", n_es,
-                 {"fit": C.early_stopped_fit(ORL_VALIDATION / 100.0, ORL_PATIENCE)},
-                 f"jax/fista stopped at the lowest validation 3-NN error (patience {ORL_PATIENCE} re-checks), "
-                 "fitted on the other 70 % of the training images"),
-                (f"{ORL_EIGENFACES} eigenfaces, certified optimum", "faces certified", n_cert, {},
-                 f"jax/fista on all training images, certified gap <= {GAP_TOL:g}")):
-            splits = datasets.per_class_splits(y, n_train=ORL_TRAIN_PER_SUBJECT, n_splits=n, seed=0)
-            res = C.run_protocol(X, y, splits, JAX, label=f"olivetti/{name}", prepare=orl_prepare(ORL_EIGENFACES),
-                                 raw_euclidean=True, **kw)
-            row = C.make_row("ORL faces", variant, "faces", split_rule, prep, backend, res)
-            rows.append(row)
-            s = row["summary"]
-            if kw:  # early stopped: the kept iterate is not the optimum, its certified gap is reported only
-                bad = [i + 1 for i, r in enumerate(res) if r.status not in ("early_stopped", "optimal")]
-                checks.append(C.Assertion(
-                    f"{name}: every early-stopped LMNN solve returned the iterate of lowest validation error",
-                    "status early_stopped (or optimal)", f"statuses {s['certificates']['statuses']}"
-                    + (f"; failing splits {bad}" if bad else ""), not bad))
-            else:
-                checks.append(C.assert_certified(s, res, GAP_TOL, name=name))
-            for m in ("lmnn", "energy"):  # Table 1, oFaces: LMNN and energy above the PCA row
-                assert C.direction(paper[m], paper["euclidean"]) == "above"
-                checks.append(C.assert_not_below(s, m, "euclidean", C.not_below_what(
-                    name, C.GAIN_LABEL[m], "Euclidean kNN", C.paper_gain("faces", m))))
-            for m in C.METHODS:
-                checks.append(C.assert_paper_band(s, m, paper[m], PAPER_FACE_SPLITS, C.band_what(name, m, paper[m])))
-            if kw:  # the raw-pixel Euclidean error, once (row 2's splits are the first of row 1's)
-                checks.append(C.assert_paper_band(
-                    {"euclidean_raw": s["euclidean_raw"], "n_splits": n}, "euclidean_raw", paper_raw,
-                    PAPER_FACE_SPLITS, f"faces: Euclidean 3-NN on the {ORL_HEIGHT}x{ORL_WIDTH} pixels consistent "
-                    f"with the paper's {paper_raw:.2f} %"))
+    for variant, name, n, kw, backend in (
+            (f"{ORL_EIGENFACES} eigenfaces, early stopping on {ORL_VALIDATION:.0f} % validation", "faces", n_es,
+             {"fit": C.early_stopped_fit(ORL_VALIDATION / 100.0, ORL_PATIENCE)},
+             f"jax/fista stopped at the lowest validation 3-NN error (patience {ORL_PATIENCE} re-checks), "
+             "fitted on the other 70 % of the training images"),
+            (f"{ORL_EIGENFACES} eigenfaces, certified optimum", "faces certified", n_cert, {},
+             f"jax/fista on all training images, certified gap <= {GAP_TOL:g}")):
+        splits = datasets.per_class_splits(y, n_train=ORL_TRAIN_PER_SUBJECT, n_splits=n, seed=0)
+        res = C.run_protocol(X, y, splits, JAX, label=f"olivetti/{name}", prepare=orl_prepare(ORL_EIGENFACES),
+                             raw_euclidean=True, **kw)
+        row = C.make_row("ORL faces", variant, "faces", split_rule, prep, backend, res)
+        rows.append(row)
+        s = row["summary"]
+        if kw:  # early stopped: the kept iterate is not the optimum, its certified gap is reported only
+            bad = [i + 1 for i, r in enumerate(res) if r.status not in ("early_stopped", "optimal")]
+            checks.append(C.Assertion(
+                f"{name}: every early-stopped LMNN solve returned the iterate of lowest validation error",
+                "status early_stopped (or optimal)", f"statuses {s['certificates']['statuses']}"
+                + (f"; failing splits {bad}" if bad else ""), not bad))
+        else:
+            checks.append(C.assert_certified(s, res, GAP_TOL, name=name))
+        for m in ("lmnn", "energy"):  # Table 1, oFaces: LMNN and energy above the PCA row
+            assert C.direction(paper[m], paper["euclidean"]) == "above"
+            checks.append(C.assert_not_below(s, m, "euclidean", C.not_below_what(
+                name, C.GAIN_LABEL[m], "Euclidean kNN", C.paper_gain("faces", m))))
+        for m in C.METHODS:
+            checks.append(C.assert_paper_band(s, m, paper[m], PAPER_FACE_SPLITS, C.band_what(name, m, paper[m])))
+        if kw:  # the raw-pixel Euclidean error, once (row 2's splits are the first of row 1's)
+            checks.append(C.assert_paper_band(
+                {"euclidean_raw": s["euclidean_raw"], "n_splits": n}, "euclidean_raw", paper_raw,
+                PAPER_FACE_SPLITS, f"faces: Euclidean 3-NN on the {ORL_HEIGHT}x{ORL_WIDTH} pixels consistent "
+                f"with the paper's {paper_raw:.2f} %"))
     es, cert = (r["summary"] for r in rows)
     notes = [
         f"Paper (JMLR 2009 Sec. 4.2, Table 1): the Olivetti (AT&T) faces downsampled to {ORL_HEIGHT}x{ORL_WIDTH} "
@@ -174,7 +173,7 @@ def test_olivetti_faces():
         "rows assert that (LMNN and energy not significantly below Euclidean after PCA).",
         f"Certificates at d = {ORL_EIGENFACES}: the restricted dual's CVXPY program over the {ORL_EIGENFACES}x"
         f"{ORL_EIGENFACES} PSD cone does not fit in the machine's memory (killed at 23 GB), so it is skipped "
-        "(_common.no_conic_restricted_dual: valid, looser bounds). Row 2 is certified all the same (the rank-two "
+        "(metricopt.certify.triplets.CONIC_MAX_D: valid, looser bounds). Row 2 is certified all the same (the rank-two "
         "dual solver applies on all training images); the early-stopped solves' gaps are reported only: max "
         f"{es['certificates']['max_rel_gap']:.2g}.",
         f"Early-stopped statuses {es['certificates']['statuses']}: the fit part (70 % of 280 images, 4-5 per "
