@@ -315,3 +315,18 @@ def test_certificate_estimate_is_the_median_of_the_last_three(monkeypatch):
         driver.ESTIMATE_MARGIN * driver.FINAL_CERTIFY_FACTOR * 1.0 + 5.0)
     sched.took(12.0)
     assert sched.recent == [1.0, 1.0, 0.5]
+
+
+def test_jax_refuses_a_search_that_would_fill_the_memory(digits20, monkeypatch):
+    """The triplet search stops at the memory's triplet limit and the solve is refused with the numbers, instead of
+    being killed by the kernel (60,000 x 164 on 24 GB: killed at 24.2 GB before this limit existed)."""
+    from metricopt.backends.jax import memory
+
+    problem = _lmnn(digits20, 400)
+    monkeypatch.setattr(memory, "host_available", lambda: 10 * 2**30)
+    monkeypatch.setattr(memory, "device_available", lambda device=None: None)
+    per = memory.HOST_BYTES_PER_TRIPLET + memory.DEVICE_BYTES_PER_SLOT + memory.GATHERS_PER_TRIPLET * 8 * problem.d
+    assert memory.triplet_limit(problem) == int(memory.USABLE_SHARE * 10 * 2**30 / per)
+    monkeypatch.setattr(memory, "triplet_limit", lambda problem, device=None: 50)
+    with pytest.raises(mo.ProblemTooLargeError, match=r"found more than 50 active triplets .* To fit: fewer points"):
+        problem.solve(backend="jax", tol=1e-3)

@@ -235,12 +235,18 @@ class ActiveSets:
             if not t.uses_working_set:
                 actives.append(None)
                 continue
-            limit = max(EXPLOSION_FACTOR * self.sizes.get(idx, 0), EXPLOSION_MIN) if guard else None
+            from . import memory
+
+            guard_limit = max(EXPLOSION_FACTOR * self.sizes.get(idx, 0), EXPLOSION_MIN) if guard else None
+            memory_limit = memory.triplet_limit(self.problem)  # the search stops before it fills the memory
+            limit = min((x for x in (guard_limit, memory_limit) if x is not None), default=None)
             found = t.jax_active_set(self.problem, M, width, min_capacity=self.capacity.get(idx, MIN_CAPACITY),
                                      multiple=self.n_dev, limit=limit,
                                      min_pair_capacity=self.pair_capacity.get(idx, MIN_CAPACITY))
             if found is None:
-                return actives, sizes, obj, new_viol, True
+                if guard_limit is not None and limit == guard_limit:
+                    return actives, sizes, obj, new_viol, True
+                raise memory.too_many_triplets(self.problem, int(limit), width)
             act, size, val, h = found
             self.sizes[idx] = size
             cap = act["mask"].shape[0]

@@ -172,6 +172,64 @@ def device_available(device: Any = None) -> int | None:
     return None
 
 
+def triplet_limit(problem: Any, device: Any = None) -> int | None:
+    """The most active triplets a search may return before the solve would pass :data:`USABLE_SHARE` of the memory
+    available: each costs :data:`HOST_BYTES_PER_TRIPLET` on the host and, on the device, the slot's indices and
+    :data:`GATHERS_PER_TRIPLET` ``d``-vectors (in the host's memory on a CPU device). The search stops there
+    (:func:`metricopt.constraints.active_triplets`'s ``limit``) instead of filling the memory: at 60,000 x 164 on
+    2 CPU cores and 24 GB the first search at the start's width 0.5 was killed by the kernel at 24.2 GB.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (its dimension).
+    device : jax.Device, optional
+        The device (default JAX's first).
+
+    Returns
+    -------
+    int or None
+        The limit, ``None`` when the memory available is unknown.
+    """
+    d = int(problem.d)
+    on_device = DEVICE_BYTES_PER_SLOT + GATHERS_PER_TRIPLET * 8 * d
+    host, dev = host_available(), device_available(device)
+    limits = []
+    if dev is None:  # a CPU device: its part is in the host's memory
+        if host is not None:
+            limits.append(USABLE_SHARE * host / (HOST_BYTES_PER_TRIPLET + on_device))
+    else:
+        limits.append(USABLE_SHARE * dev / on_device)
+        if host is not None:
+            limits.append(USABLE_SHARE * host / HOST_BYTES_PER_TRIPLET)
+    return int(min(limits)) if limits else None
+
+
+def too_many_triplets(problem: Any, limit: int, width: float) -> ProblemTooLargeError:
+    """The error of a search that found more than ``limit`` (:func:`triplet_limit`) active triplets at ``width``.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    limit : int
+        The limit passed.
+    width : float
+        The search's width (the margin, or the smoothing width if larger).
+
+    Returns
+    -------
+    ProblemTooLargeError
+        The error, with the numbers and what to change.
+    """
+    return ProblemTooLargeError(
+        f"backend='jax': the triplet search at width {width:g} found more than {limit:,} active triplets for this "
+        f"{problem.method} problem (n={problem.n}, d={problem.d}), more than {USABLE_SHARE:.0%} of the memory "
+        "available holds (each needs its indices on the host and two d-vectors on the device). To fit: fewer points "
+        "(a subsample, or multi-pass LMNN on parts of the data), a better start (init= from a solve on a subsample), "
+        "a smaller margin=, or a machine with more memory.")
+
+
 def check(problem: Any, need: MemoryEstimate, device: Any = None, host: int | None = None,
           on_device: int | None = None) -> None:
     """Refuse a solve whose estimate ``need`` exceeds :data:`USABLE_SHARE` of the memory available, saying what
