@@ -319,7 +319,7 @@ def test_certificate_estimate_is_the_median_of_the_last_three(monkeypatch):
 
 def test_jax_refuses_a_search_that_would_fill_the_memory(digits20, monkeypatch):
     """The triplet search stops at the memory's triplet limit and the solve is refused with the numbers, instead of
-    being killed by the kernel (60,000 x 164 on 24 GB: killed at 24.2 GB before this limit existed)."""
+    filling the memory."""
     from metricopt.backends.jax import memory
 
     problem = _lmnn(digits20, 400)

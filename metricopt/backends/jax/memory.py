@@ -176,8 +176,8 @@ def triplet_limit(problem: Any, device: Any = None) -> int | None:
     """The most active triplets a search may return before the solve would pass :data:`USABLE_SHARE` of the memory
     available: each costs :data:`HOST_BYTES_PER_TRIPLET` on the host and, on the device, the slot's indices and
     :data:`GATHERS_PER_TRIPLET` ``d``-vectors (in the host's memory on a CPU device). The search stops there
-    (:func:`metricopt.constraints.active_triplets`'s ``limit``) instead of filling the memory: at 60,000 x 164 on
-    2 CPU cores and 24 GB the first search at the start's width 0.5 was killed by the kernel at 24.2 GB.
+    (:func:`metricopt.constraints.active_triplets`'s ``limit``) instead of filling the memory (the start-up
+    estimate counts only the active set's first capacity).
 
     Parameters
     ----------
