@@ -246,7 +246,7 @@ class ActiveSets:
             if found is None:
                 if guard_limit is not None and limit == guard_limit:
                     return actives, sizes, obj, new_viol, True
-                raise memory.too_many_triplets(self.problem, int(limit), width)
+                raise memory.too_many_triplets(self.problem, 0 if limit is None else int(limit), width)
             act, size, val, h = found
             self.sizes[idx] = size
             cap = act["mask"].shape[0]
