@@ -33,6 +33,7 @@ repeated re-checks compile once.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -597,7 +598,8 @@ def device_hinge_total(Z: ArrayLike, y: ArrayLike, targets: ArrayLike, block: in
     The push term of LMNN without its weight (Weinberger & Saul, JMLR 2009, Eq. 14, second sum):
     :math:`\sum_{i, j \in T(i), l: y_l \ne y_i} [h_{ijl}]_+` with
     :math:`h_{ijl} = 1 + \lVert z_i - z_j\rVert^2 - \lVert z_i - z_l\rVert^2`, over the ``h > 0`` of
-    :func:`device_active_triplets` at ``margin = 0``, summed with ``math.fsum`` (so the value depends on
+    :func:`device_iter_triplets` at ``margin = 0``, summed with ``math.fsum`` as they stream (one group of blocks
+    is held at a time, never the whole set; the value depends on
     the hinge values only, as :func:`metricopt.constraints.hinge_total`; the hinge values being NumPy's bit
     for bit, so is the sum, see :func:`device_active_triplets`).
 
@@ -626,10 +628,9 @@ def device_hinge_total(Z: ArrayLike, y: ArrayLike, targets: ArrayLike, block: in
     ValueError
         When ``Z``, ``y``, ``targets`` and ``clusters`` do not match.
     """
-    found = device_active_triplets(Z, y, targets, 0.0, None, clusters, block, mesh=mesh)
-    assert found is not None
-    h = found[3]
-    return math.fsum(h[h > 0].tolist())
+    # streamed: one group of blocks at a time is held (``math.fsum`` keeps only its partial sums)
+    return math.fsum(itertools.chain.from_iterable(
+        h[h > 0].tolist() for *_, h in device_iter_triplets(Z, y, targets, 0.0, block, clusters, mesh=mesh)))
 
 
 __all__ = ["CHUNK", "DEVICE_BLOCK_BYTES", "default_platform", "device_active_triplets", "device_hinge_total",

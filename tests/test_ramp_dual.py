@@ -39,7 +39,9 @@ def test_ramp_bounds_never_exceed_the_exact_optimum(iris_std, weighted):
         V = p.point(M)
         upper = p.objective(M) - summary.constant
         bounds = triplets._ramp_bounds(p, V, summary, 0.5, upper)
-        assert len(bounds) == len(triplets.RAMP_WIDTHS)
+        # one per width, then the restricted dual around the best of them (where its ramp has a slope)
+        assert len(bounds) - len(triplets.RAMP_WIDTHS) in (0, 1)
+        assert all("restricted around the ramp" in b[1][1]["dual form"] for b in bounds[len(triplets.RAMP_WIDTHS):])
         for width, (lb, _) in bounds:
             assert lb + summary.constant <= exact.objective + 1e-9 * abs(exact.objective), (width, lb)
         # at the optimum itself, the best ramp is a near-optimal dual point
@@ -93,7 +95,7 @@ def test_ramp_hint_adds_the_solvers_width(wine_std):
     plain = [w for w, _ in triplets._ramp_bounds(p, p.point(M), summary, 0.5, upper)]
     with triplets.ramp_hint(0.037, 0.0, -1.0):
         hinted = [w for w, _ in triplets._ramp_bounds(p, p.point(M), summary, 0.5, upper)]
-    assert sorted(plain) == sorted(triplets.RAMP_WIDTHS) and hinted == [0.037]  # the hint replaces the list
+    assert plain == sorted(triplets.RAMP_WIDTHS, reverse=True) and hinted == [0.037]  # the hint replaces the list
     assert [w for w, _ in triplets._ramp_bounds(p, p.point(M), summary, 0.5, upper)] == plain  # reset on exit
 
 
@@ -125,3 +127,27 @@ def test_jax_solve_with_kept_lower_bound_is_still_below_the_optimum(wine_std):
     assert str(sol.status) == "optimal"
     assert sol.certificate.lower <= exact.objective + 1e-9 * abs(exact.objective)
     assert sol.certificate.rel_gap <= 1e-5
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_the_restricted_dual_around_the_ramp(wine_std, monkeypatch, weighted):
+    """A smoothed solve's iterate (wine, FISTA stopped at 300 iterations) with 20 free multipliers (the band's program
+    capped by MAX_FREE_ENTRIES, as at d > 70): the restricted dual around the iterate's own ramp tightens the ramp's
+    bound, and stays below the exact optimum; uncapped (d <= 70), it is not solved."""
+    X, y = wine_std
+    w = np.random.default_rng(2).uniform(0.3, 2.0, size=len(y)) if weighted else None
+    p = metricopt.LMNNProblem(X, y, k=3, mu=0.5, sample_weight=w)
+    sol = p.solve(backend="jax", tol=1e-12, max_iter=300)
+    s = sol.stats["smoothing"]
+    summary = dual_summary(p)
+    upper = p.objective(sol.M) - summary.constant
+    with triplets.ramp_hint(s):
+        assert len(triplets._ramp_bounds(p, p.point(sol.M), summary, 0.5, upper)) == 1
+    monkeypatch.setattr(triplets, "MAX_FREE_ENTRIES", 20 * p.d ** 2)
+    with triplets.ramp_hint(s):
+        (width, (ramp, _)), (width_r, (restricted, info)) = triplets._ramp_bounds(p, p.point(sol.M), summary, 0.5,
+                                                                                   upper, max_free=20)
+    assert width == width_r == s and "restricted around the ramp (20 free)" in info["dual form"]
+    assert upper - restricted < 0.5 * (upper - ramp)
+    exact = p.solve(backend="cvxpy", solver="CLARABEL", tol=1e-8)
+    assert restricted + summary.constant <= exact.objective + 1e-9 * abs(exact.objective)

@@ -330,3 +330,48 @@ def test_jax_refuses_a_search_that_would_fill_the_memory(digits20, monkeypatch):
     monkeypatch.setattr(memory, "triplet_limit", lambda problem, device=None: 50)
     with pytest.raises(mo.ProblemTooLargeError, match=r"found more than 50 active triplets .* To fit: fewer points"):
         problem.solve(backend="jax", tol=1e-3)
+
+
+def test_jax_narrows_the_start_width_where_the_first_search_would_fill_the_memory(digits20, monkeypatch):
+    """A first search (width 0.5, the start's smoothing) that finds more triplets than the memory holds is retried at
+    a narrower smoothing width (here 0.125, the margin 0.2 then the search's width) instead of refusing the solve,
+    and the solve is still certified to the same optimum; a limit below even the narrowest width is refused."""
+    from metricopt.backends.jax import memory
+    from metricopt.backends.jax.backend import best_scale
+
+    problem = _lmnn(digits20, 400)
+    M0 = best_scale(problem) * np.eye(problem.d)
+    wide, narrow = (problem.find_triplets(M0, w)[0].size for w in (0.5, 0.2))
+    assert narrow < wide
+    reference = _lmnn(digits20, 400).solve(backend="jax", tol=1e-4)
+    assert reference.stats["history"][0]["smoothing"] == 0.5
+    monkeypatch.setattr(memory, "triplet_limit", lambda problem, device=None: (narrow + wide) // 2)
+    sol = problem.solve(backend="jax", tol=1e-4)
+    assert sol.stats["history"][0]["smoothing"] == 0.125 and sol.stats["history"][0]["active_set"] == narrow
+    assert sol.status is mo.Status.OPTIMAL and sol.certificate.rel_gap <= 1e-4
+    assert sol.objective == pytest.approx(reference.objective, rel=2e-4)
+    monkeypatch.setattr(memory, "triplet_limit", lambda problem, device=None: narrow - 1)
+    with pytest.raises(mo.ProblemTooLargeError, match=r"search at width 0.2 found more than"):
+        _lmnn(digits20, 400).solve(backend="jax", tol=1e-4)
+
+
+def test_jax_a_sampled_start_narrows_its_width_before_searching(digits20, monkeypatch, capsys):
+    """Where the start's scale came from a sample of the triplets (a dense start), the sample's estimate of the first
+    active set narrows the width before any search: no search at the wide width is run to fail."""
+    from metricopt.backends.jax import backend, memory
+
+    problem = _lmnn(digits20, 400)
+    real = backend._sampled_deltas
+    # every triplet, weight 1 (n < SCALE_SAMPLE), reported above the budget: the sampled ray search is taken
+    monkeypatch.setattr(backend, "_sampled_deltas", lambda *a, **k: real(*a, **k)[:2] + (1e12,))
+    M0 = backend.best_scale(problem, max_triplets=10) * np.eye(problem.d)
+    wide, narrow = (problem.find_triplets(M0, w)[0].size for w in (0.5, 0.2))
+    monkeypatch.setattr(memory, "triplet_limit", lambda problem, device=None: (narrow + wide) // 2)
+    widths = []
+    find = type(problem).find_triplets
+    monkeypatch.setattr(type(problem), "find_triplets",
+                        lambda self, M, margin=0.0, **kw: widths.append(margin) or find(self, M, margin, **kw))
+    sol = problem.solve(backend="jax", tol=1e-4, verbose=True)
+    assert "at width 0.5 a sample estimates more active triplets than the memory holds" in capsys.readouterr().out
+    assert widths[0] == 0.2 and sol.stats["history"][0]["active_set"] == narrow
+    assert sol.status is mo.Status.OPTIMAL and sol.certificate.rel_gap <= 1e-4

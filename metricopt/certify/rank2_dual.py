@@ -150,7 +150,9 @@ def solve_rank2_dual(P: np.ndarray, U: np.ndarray, V: np.ndarray, mu: float, G0:
             if tied:
                 W = scipy.linalg.solve_triangular(L, G0, lower=True, check_finite=False)
                 W = scipy.linalg.solve_triangular(L, W.T, lower=True, check_finite=False)  # L^-1 G0 L^-T
-                h0 = np.einsum("dm,de,em->m", Yu, W, Yu) - np.einsum("dm,de,em->m", Yv, W, Yv)
+                # u^T W u per column, through one matrix product each (a three-operand einsum loops in C, no BLAS:
+                # 2.3 of a 5 s certificate at m = 743, d = 164)
+                h0 = np.einsum("dm,dm->m", Yu, W @ Yu) - np.einsum("dm,dm->m", Yv, W @ Yv)
                 H = np.block([[np.array([[np.sum(W * W)]]), h0[None, :]], [h0[:, None], H]])
                 tr = np.concatenate([[np.trace(W)], tr])
             g = -tau * c + tr - 1.0 / x + 1.0 / (ub - x)

@@ -284,7 +284,8 @@ def solve(problem: Any, **options: Any) -> Solution:
 
     mesh = _mesh(opts.devices, problem)
     with jax.enable_x64(True):
-        return _solve(problem, setup, terms, Z0, solver, opts, mesh, t0, budget, timing.get("search"))
+        return _solve(problem, setup, terms, Z0, solver, opts, mesh, t0, budget, timing.get("search"),
+                      timing.get("active_at"))
 
 
 def _without_composite(problem, solver, precondition):
@@ -395,7 +396,12 @@ def best_scale(problem: Any, M0: Any = None, max_triplets: int = 4_000_000, *, u
     minimiser sits at ``1/D``. (Another scalar triplet loss ``l`` of :mod:`metricopt.losses`, zero for ``h <= 0``
     as well: :math:`w \sum_t l(1 + c\,\delta_t)` over the same collected values.) Problems without a single triplet
     hinge or loss, or whose search would hold more than
-    ``max_triplets`` values, fall back to :func:`_scan_scale` (a search per evaluation). The start
+    ``max_triplets`` values, fall back to :func:`_scan_scale` (a search per evaluation); but where a uniform sample
+    of the triplets (:data:`SCALE_SAMPLE` anchors and impostor candidates, seeded) estimates that the first search
+    would collect more than ``max_triplets``, the same ray search runs on the sample, each sampled triplet weighted
+    by the inverse of its probability of being drawn (an unbiased estimate of the hinge sum: a start, not an exact
+    minimiser), so that a dense start (60,000 x 164: billions of triplets within ``D``) neither fills the memory nor
+    costs a search of all triplets per evaluation. The start
     of FISTA for LMNN and of LMNN-R's restarts. With per-anchor weights (weighted LMNN) the hinge
     is :math:`w \sum_t w_{i_t} [1 + c\,\delta_t]_+`: the suffix sums carry the weights.
 
@@ -407,13 +413,15 @@ def best_scale(problem: Any, M0: Any = None, max_triplets: int = 4_000_000, *, u
     M0 : (d, d) array_like, optional
         The PSD direction of the ray (default the identity).
     max_triplets : int, optional
-        The most collected triplet values before falling back to :func:`_scan_scale`.
+        The most collected triplet values before falling back to :func:`_scan_scale` (and the estimated count
+        above which the sample is searched instead).
     until : float, optional
         A deadline (:func:`time.perf_counter`): no search of all triplets is started that would end past it with
         :data:`SCALE_RESERVE_SEARCHES` more (estimated as the longest so far, before any a-priori,
         :func:`.driver.search_prior`); the best scale found by then is returned (1 before any search).
     timing : dict, optional
-        Filled with ``"search"``: the seconds of the last complete search of all triplets.
+        Filled with ``"search"``: the seconds of the last complete search of all triplets; after a sampled search,
+        ``"active_at"``: the sample's estimate of the active triplets within a width at the scale returned.
 
     Returns
     -------
@@ -452,6 +460,16 @@ def _best_scale(problem, M0, max_triplets, clock, best):
     D = max(mean_target, 1e-12)
     lo_c, hi_c = 2.0 ** -20, 2.0 ** 20
     sw = problem.sample_weight
+    # a dense start (many impostors within D of their targets) is searched on a uniform sample of the triplets,
+    # never collected whole: the collected values would fill the memory (60,000 x 164: billions)
+    sampled = _sampled_deltas(problem, Z, T, D)
+    if sampled[2] > max_triplets:
+        delta, wt, _ = sampled
+        bounds = (np.log(lo_c), np.log(max(hi_c, 1024.0 / D)))
+        c = _ray_minimum(_ray_value(delta, wt, loss, weight, rest), rest, bounds)
+        if clock.timing is not None:  # the driver's estimate of its first active set, before searching it
+            clock.timing["active_at"] = lambda width: float(np.sum(wt[c * delta > -1.0 - width]))
+        return c
     while True:
         parts, wparts, count = [], [], 0
         clock.check()
@@ -466,46 +484,102 @@ def _best_scale(problem, M0, max_triplets, clock, best):
                 return _scan_scale(problem, M0, clock=clock, best=best)
         clock.took(time.perf_counter() - ts)
         delta = np.concatenate(parts) if parts else np.zeros(0)
-        if loss is not None:  # a scalar loss other than the hinge: its sum over the triplets active at c
-            order = np.argsort(delta, kind="stable")
-            delta, wt = delta[order], None if sw is None else np.concatenate(wparts)[order]
-
-            def f(c):
-                first = np.searchsorted(delta, -1.0 / c, side="right")  # active: delta > -1/c
-                vals = loss.value(1.0 + c * delta[first:])
-                return rest(c) + weight * float(np.sum(vals if wt is None else wt[first:] * vals))
-        elif sw is None:
-            delta = np.sort(delta)
-            suffix = np.concatenate([np.cumsum(delta[::-1])[::-1], [0.0]])
-
-            def f(c):
-                first = np.searchsorted(delta, -1.0 / c, side="right")  # active: delta > -1/c
-                return rest(c) + weight * ((delta.size - first) + c * suffix[first])
-        else:
-            order = np.argsort(delta, kind="stable")
-            delta, wt = delta[order], np.concatenate(wparts)[order]
-            wsuffix = np.concatenate([np.cumsum(wt[::-1])[::-1], [0.0]])
-            suffix = np.concatenate([np.cumsum((wt * delta)[::-1])[::-1], [0.0]])
-
-            def f(c):
-                first = np.searchsorted(delta, -1.0 / c, side="right")  # active: delta > -1/c
-                return rest(c) + weight * (wsuffix[first] + c * suffix[first])
-
+        f = _ray_value(delta, None if sw is None else np.concatenate(wparts), loss, weight, rest)
         # convex in c, hence unimodal in log c: Brent's bounded search (scipy) to machine precision
         # (tiny features: the mean target distance D below 2^-20 moves the upper end up with 1/D)
-        bounds = (np.log(max(1.0 / D, lo_c)), np.log(max(hi_c, 1024.0 / D)))
-        if not np.isfinite(rest(np.exp(bounds[1]))):  # a constraint term (e.g. a trace ball) ends the ray
-            top = _largest_finite(rest, *bounds)
-            if top <= bounds[0]:
-                return float(np.exp(top))
-            bounds = (bounds[0], top)
-        found = minimize_scalar(lambda x: f(np.exp(x)), bounds=bounds, method="bounded",
-                                options={"xatol": 1e-12, "maxiter": 500})
-        c = float(np.exp(found.x))
+        c = _ray_minimum(f, rest, (np.log(max(1.0 / D, lo_c)), np.log(max(hi_c, 1024.0 / D))))
         if c > 1.01 / D or 1.0 / D <= lo_c:
             return c
         best[0] = c  # a wider search would move it below 1 / D: the best so far, should time run out
         D *= 4.0
+
+
+#: anchors and impostor candidates of the sampled ray search (:func:`_sampled_deltas`), each
+SCALE_SAMPLE = 1024
+
+
+def _sampled_deltas(problem, Z, T, D, size=None, seed=0):
+    r"""A uniform sample of the triplets' :math:`\delta_t = d(x_i, x_j) - d(x_i, x_l)` at ``Z`` for the sampled ray
+    search of :func:`_best_scale`: ``a = min(n, size)`` anchors and ``m = min(n, size)`` impostor candidates drawn
+    without replacement (seeded), every triplet among them kept with weight :math:`n^2 / (a m)` (times the anchor's
+    sample weight), so that a weighted sum over the sample is an unbiased estimate of the sum over all triplets
+    (each triplet is in the sample with probability :math:`a m / n^2`).
+
+    Returns
+    -------
+    (delta, weights, count) : ndarray, ndarray, float
+        The sampled values, their weights, and the estimated number of triplets with :math:`\delta_t > -D`
+        (what the exact search at ``D`` would collect).
+    """
+    from ...linalg import sq_dists
+
+    size = SCALE_SAMPLE if size is None else int(size)
+    y = np.asarray(problem.y)
+    Zs = Z[None] if Z.ndim == 2 else Z
+    n = Zs.shape[1]
+    cl = np.zeros(n, dtype=np.int64) if Z.ndim == 2 else np.asarray(problem.clusters, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    A = np.sort(rng.choice(n, min(n, size), replace=False))
+    L = np.sort(rng.choice(n, min(n, size), replace=False))
+    TA = T[A]
+    dz = Zs[cl[TA], A[:, None]] - Zs[cl[TA], TA]
+    dt = np.einsum("akr,akr->ak", dz, dz)  # (a, k): the metric of each target's cluster
+    dl = np.empty((A.size, L.size))
+    for q in np.unique(cl[L]):
+        cols = cl[L] == q
+        dl[:, cols] = sq_dists(Zs[q][A], Zs[q][L[cols]])  # the metric of each impostor's cluster
+    other = y[A][:, None] != y[L][None, :]
+    a_idx, l_idx = np.nonzero(other)
+    delta = (dt[a_idx] - dl[a_idx, l_idx][:, None]).ravel()  # (pairs, k), row-major
+    scale = n * n / (A.size * L.size)
+    sw = problem.sample_weight
+    w = np.full(a_idx.size, scale) if sw is None else scale * np.asarray(sw, dtype=np.float64)[A[a_idx]]
+    wt = np.repeat(w, T.shape[1])
+    return delta, wt, float(np.sum(wt[delta > -D]))
+
+
+def _ray_value(delta, wt, loss, weight, rest):
+    r"""``c -> rest(c) + weight * sum_t w_t l(1 + c delta_t)`` over the collected (or sampled) values, ``l`` the
+    hinge (sorted breakpoints and suffix sums: a binary search per evaluation) or another scalar ``loss``
+    (zero for ``h <= 0``); ``wt`` the weights (``None``: all 1)."""
+    if loss is not None:  # a scalar loss other than the hinge: its sum over the triplets active at c
+        order = np.argsort(delta, kind="stable")
+        delta, wt = delta[order], None if wt is None else wt[order]
+
+        def f(c):
+            first = np.searchsorted(delta, -1.0 / c, side="right")  # active: delta > -1/c
+            vals = loss.value(1.0 + c * delta[first:])
+            return rest(c) + weight * float(np.sum(vals if wt is None else wt[first:] * vals))
+    elif wt is None:
+        delta = np.sort(delta)
+        suffix = np.concatenate([np.cumsum(delta[::-1])[::-1], [0.0]])
+
+        def f(c):
+            first = np.searchsorted(delta, -1.0 / c, side="right")  # active: delta > -1/c
+            return rest(c) + weight * ((delta.size - first) + c * suffix[first])
+    else:
+        order = np.argsort(delta, kind="stable")
+        delta, wt = delta[order], wt[order]
+        wsuffix = np.concatenate([np.cumsum(wt[::-1])[::-1], [0.0]])
+        suffix = np.concatenate([np.cumsum((wt * delta)[::-1])[::-1], [0.0]])
+
+        def f(c):
+            first = np.searchsorted(delta, -1.0 / c, side="right")  # active: delta > -1/c
+            return rest(c) + weight * (wsuffix[first] + c * suffix[first])
+    return f
+
+
+def _ray_minimum(f, rest, bounds):
+    """The minimiser ``c`` of the convex ``f`` on ``exp(bounds)`` (Brent's bounded search in ``log c``, scipy), the
+    upper end moved down to where ``rest`` (a constraint term, e.g. a trace ball) stays finite."""
+    if not np.isfinite(rest(np.exp(bounds[1]))):  # a constraint term ends the ray
+        top = _largest_finite(rest, *bounds)
+        if top <= bounds[0]:
+            return float(np.exp(top))
+        bounds = (bounds[0], top)
+    found = minimize_scalar(lambda x: f(np.exp(x)), bounds=bounds, method="bounded",
+                            options={"xatol": 1e-12, "maxiter": 500})
+    return float(np.exp(found.x))
 
 
 def _largest_finite(value, lo, hi, steps=60):
@@ -656,8 +730,9 @@ def evaluate(problem: Any, Z: Any, smoothing: float = 0.0, direction: Any = None
     return out
 
 
-def _solve(problem, setup, terms, Z0, solver, opts, mesh=None, t0=None, budget=None, search_seconds=None):
+def _solve(problem, setup, terms, Z0, solver, opts, mesh=None, t0=None, budget=None, search_seconds=None,
+           active_at=None):
     """Run the driver (:class:`.driver.Run`) around the jitted loop."""
     from .driver import Run
 
-    return Run(problem, setup, terms, Z0, solver, opts, mesh, t0, budget, search_seconds).run()
+    return Run(problem, setup, terms, Z0, solver, opts, mesh, t0, budget, search_seconds, active_at).run()

@@ -244,8 +244,8 @@ class ActiveSets:
                                      multiple=self.n_dev, limit=limit,
                                      min_pair_capacity=self.pair_capacity.get(idx, MIN_CAPACITY))
             if found is None:
-                if guard_limit is not None and limit == guard_limit:
-                    return actives, sizes, obj, new_viol, True
+                if guard_limit is not None:  # the chunk stepped too far (the set exploded, or outgrew the memory):
+                    return actives, sizes, obj, new_viol, True  # rolled back to shorter steps
                 raise memory.too_many_triplets(self.problem, 0 if limit is None else int(limit), width)
             act, size, val, h = found
             self.sizes[idx] = size
@@ -517,9 +517,10 @@ class Run:
     """One solve of the JAX backend (see the module docstring); ``Run(...).run()`` returns the Solution."""
 
     def __init__(self, problem, setup, terms, Z0, solver, opts, mesh=None, t0=None, budget=None,
-                 search_seconds=None):
+                 search_seconds=None, active_at=None):
         import jax.numpy as jnp
 
+        self.active_at = active_at  # a sampled start's estimate: width -> active triplets at Z0 (narrow_start)
         self.problem, self.setup, self.terms, self.solver, self.opts = problem, setup, terms, solver, opts
         self.factor = setup.factor  # non-convex: stationarity instead of certificates
         self.certifiable = self.factor or _certifiable(problem)  # else: first-order optimality, 'uncertified'
@@ -769,14 +770,64 @@ class Run:
             ``(actives, sizes, objective, new violators, exploded)`` as :meth:`ActiveSets.rebuild`, the objective
             now the problem's exact one (the other terms added) unless ``exploded``.
         """
+        from . import memory
+
         guard = self.guarded and self.prev is not None and self.rejections < MAX_REJECTIONS
-        width = max(self.opts.margin, float(self.state["s"]))
-        actives, sizes, obj, new_viol, exploded = self.active_sets.rebuild(V["M"], width, self.it, guard)
+        while True:
+            width = max(self.opts.margin, float(self.state["s"]))
+            if self.it == 0 and self.active_at is not None:  # the start's estimate: no search that would fail
+                limit = memory.triplet_limit(self.problem)
+                if limit is not None and self.active_at(width) > limit and self.narrow_start(width, estimated=True):
+                    continue
+            try:
+                actives, sizes, obj, new_viol, exploded = self.active_sets.rebuild(V["M"], width, self.it, guard)
+                break
+            except memory.TooManyTriplets:
+                if not self.narrow_start(width):
+                    raise
         if exploded:
             return actives, sizes, obj, new_viol, True
         # the problem's own objective (terms outside the loop's view, e.g. hard-margin POLA's carrier, excluded)
         obj += sum(t.value(self.problem, V) for t in self.problem.terms if not t.uses_working_set)
         return actives, sizes, obj, new_viol, False
+
+    def narrow_start(self, width: float, estimated: bool = False) -> bool:
+        """Before the first iteration, a search that found more active triplets than the memory holds is retried at
+        a narrower smoothing width: the width shrinks as continuation would shrink it (:data:`.solvers.SMOOTHING_DECREASE`,
+        down to the solver's ``s_min``), so the loop starts one or more widths further along instead of refusing
+        the solve (60,000 x 164 from the scaled identity: 10.3 million triplets within 0.5, 1.6 million within
+        0.125, by a sample's estimate). Where the start's scale came from a sample of the triplets
+        (:func:`.backend.best_scale`), its estimate narrows the width before any search. Returns whether the width
+        shrank (else the solve is refused).
+
+        Parameters
+        ----------
+        width : float
+            The width of the search that was stopped (or estimated too wide).
+        estimated : bool, default False
+            Whether the sample's estimate, not a search, found the set too large.
+
+        Returns
+        -------
+        bool
+            Whether a narrower search is worth trying.
+        """
+        import jax
+        import jax.numpy as jnp
+
+        from .solvers import SMOOTHING_DECREASE
+
+        s = float(self.state["s"])
+        s_new = max(s * SMOOTHING_DECREASE, self.solver.s_min)
+        if self.it > 0 or not self.smoothed or max(self.opts.margin, s_new) >= width:
+            return False
+        old = self.state["s"]
+        self.state = {**self.state, "s": jax.device_put(jnp.asarray(s_new, old.dtype), old.sharding)}
+        if self.opts.verbose:
+            what = "a sample estimates" if estimated else "the search found"
+            print(f"[metricopt jax/{self.solver.name}] at width {width:g} {what} more active triplets than the memory "
+                  f"holds: the start's smoothing width narrows to {s_new:g}", flush=True)
+        return True
 
     def rolled_back(self, exploded: bool, obj: float) -> bool:
         """The safeguard: a chunk steps on the active set's model of the objective; where it left the

@@ -205,7 +205,12 @@ def triplet_limit(problem: Any, device: Any = None) -> int | None:
     return int(min(limits)) if limits else None
 
 
-def too_many_triplets(problem: Any, limit: int, width: float) -> ProblemTooLargeError:
+class TooManyTriplets(ProblemTooLargeError):
+    """A triplet search found more active triplets than the memory holds (:func:`too_many_triplets`); the driver
+    narrows the start's smoothing width on it before refusing the solve."""
+
+
+def too_many_triplets(problem: Any, limit: int, width: float) -> TooManyTriplets:
     """The error of a search that found more than ``limit`` (:func:`triplet_limit`) active triplets at ``width``.
 
     Parameters
@@ -219,10 +224,10 @@ def too_many_triplets(problem: Any, limit: int, width: float) -> ProblemTooLarge
 
     Returns
     -------
-    ProblemTooLargeError
-        The error, with the numbers and what to change.
+    TooManyTriplets
+        The error (a :class:`~metricopt.errors.ProblemTooLargeError`), with the numbers and what to change.
     """
-    return ProblemTooLargeError(
+    return TooManyTriplets(
         f"backend='jax': the triplet search at width {width:g} found more than {limit:,} active triplets for this "
         f"{problem.method} problem (n={problem.n}, d={problem.d}), more than {USABLE_SHARE:.0%} of the memory "
         "available holds (each needs its indices on the host and two d-vectors on the device). To fit: fewer points "
