@@ -151,3 +151,22 @@ def test_the_restricted_dual_around_the_ramp(wine_std, monkeypatch, weighted):
     assert upper - restricted < 0.5 * (upper - ramp)
     exact = p.solve(backend="cvxpy", solver="CLARABEL", tol=1e-8)
     assert restricted + summary.constant <= exact.objective + 1e-9 * abs(exact.objective)
+
+
+def test_a_certificate_is_put_off_while_the_iterate_settles_into_a_new_width():
+    """Run.settling: within SETTLE_SHARE of the previous width's iterations after the smoothing width shrank, the
+    iterate is near neither width's smoothed optimum (its ramps are poor dual points); the first width never
+    settles."""
+    from types import SimpleNamespace
+
+    from metricopt.backends.jax import driver
+
+    run = SimpleNamespace(smoothed=True, phase=(None, 0, 0), state={}, it=0)
+    seen = []
+    for it, width in [(0, 0.5), (100, 0.5), (200, 0.125), (260, 0.125), (300, 0.125), (310, 0.03125), (330, 0.03125),
+                      (370, 0.03125)]:
+        run.it, run.state = it, {"s": width}
+        seen.append(driver.Run.settling(run))
+    assert driver.SETTLE_SHARE == 0.5
+    # 0.125 from 200 after 200 iterations of 0.5: settling until 300; 0.03125 from 310 after 110: until 365
+    assert seen == [False, False, True, True, False, True, True, False]

@@ -178,3 +178,38 @@ def test_whole_solves_agree_whichever_gradient_form(monkeypatch, laplacian):
     assert sol.stats["certificate_rel_gap"] <= 1e-7
     cert = metricopt.certify(metricopt.LMNNProblem(X, y, k=3, mu=0.5), sol.M)
     assert cert.lower <= base.objective + 1e-9 * abs(base.objective) and cert.rel_gap <= 1e-6
+
+
+def test_the_pair_bucket_moves_down_to_its_headroom(monkeypatch):
+    """Once settled, the distinct pairs' bucket moves down to the power of two holding PAIR_HEADROOM times the pairs
+    where that at least halves it (every pair row costs a d x d product per evaluation): a set of between a quarter
+    and a third of its bucket's pairs moves down (the triplets' rule, below a quarter, kept it: MNIST-5k's 33,700
+    pairs in 131,072); a bucket within a factor 2 of that is kept (a new bucket compiles the loop again)."""
+    from sklearn.datasets import load_digits
+
+    from metricopt.backends.jax import driver
+    from metricopt.backends.jax.backend import best_scale
+
+    X, y = load_digits(return_X_y=True)
+    p = metricopt.LMNNProblem(X[:500] / 16.0, y[:500], k=3, mu=0.5)
+    hinge = next(t for t in p.terms if t.uses_working_set)
+    monkeypatch.setattr(type(hinge), "jax_dense", lambda self, n, cap: False)  # the pair forms at this size
+    monkeypatch.setattr(driver, "SHRINK_WORK", 0.0)  # settled at once
+    sets = driver.ActiveSets(p, p.terms)
+    idx = p.terms.index(hinge)
+    M = best_scale(p) * np.eye(p.d)
+    sets.rebuild(M, 2.0, 0, False)
+    wide = sets.pair_capacity[idx]
+
+    def pairs_within(width):
+        i, _, l, _ = p.find_triplets(M, width)
+        return np.unique(i * p.n + l).size
+
+    width = next(w for w in np.linspace(1.9, 0.0, 96) if pairs_within(w) < wide / 3)
+    pairs = pairs_within(width)
+    assert wide / 4 < pairs < wide / 3
+    sets.rebuild(M, width, 100, False)
+    fit = 1 << (int(driver.PAIR_HEADROOM * pairs) - 1).bit_length()
+    assert fit == wide // 2 and sets.pair_capacity[idx] == fit
+    sets.rebuild(M, width, 200, False)  # the set in its new bucket: kept
+    assert sets.current[idx]["DU"].shape[0] == fit and sets.pair_capacity[idx] == fit
