@@ -81,6 +81,7 @@ MAX_FREE = 4000
 WIDE_BAND = 1e-2
 WIDE_MAX_FREE = 400
 WIDE_CEIL = 1e-2
+
 #: largest size (free multipliers x d^2) of the restricted dual's dense constraint block; beyond it the
 #: free multipliers are capped (the bound stays valid, only looser): d <= 70 keeps MAX_FREE, d = 100 2000
 MAX_FREE_ENTRIES = 20_000_000
@@ -332,7 +333,9 @@ def ramp_hint(*widths: float) -> Iterator[None]:
 
 @contextlib.contextmanager
 def narrow_only() -> Iterator[None]:
-    """Within this block, :func:`triplet_bound` uses the narrow band only and POLA's certificate skips a large
+    """Within this block, :func:`triplet_bound` uses the narrow band only, with at most :data:`RANK2_MAX_FREE` free
+    multipliers (the rank-two solver's size: 20,000 x 50 at its start spent 23 s of a 32 s certificate in a conic
+    program over 4,000), and POLA's certificate skips a large
     restricted dual program far from the optimum (:data:`metricopt.certify.pairs.NARROW_MAX_FREE`): cheaper, possibly
     looser, bounds, never higher ones.
 
@@ -533,6 +536,8 @@ def lmnn_lower_bound(problem: Any, V: dict, upper: float, band: float = BAND, ma
     if tol is not None and upper - best <= tol * max(abs(upper + const), 1e-12):
         info.update({"margin band": "not tried (the ramps bound the gap by tol)"})
         return best + const, info
+    if _NARROW_ONLY.get():  # a solve's certificate before its last: the rank-two solver's size at most
+        max_free = min(max_free, RANK2_MAX_FREE)
     # which multipliers are free is a selection only (the bound holds for any): a search at an M within
     # rounding of this one (the JAX backend's re-check of the same iterate, before the PSD clean-up) serves
     i, j, l, h = problem.find_triplets(V["M"], margin=band, reuse_within=REUSE_WITHIN)
