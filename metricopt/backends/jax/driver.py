@@ -42,6 +42,10 @@ CERTIFY_SHARE = 3.0
 #: a certificate due within this share of the previous smoothing width's iterations after a decrease is put off
 #: (:meth:`Run.settling`)
 SETTLE_SHARE = 0.5
+#: at most this many due certificates in a row are put off so (a width that shrinks at every re-check would put off
+#: every one: iris, timed spacing, 320 -> 836 iterations unbounded; MNIST-5k's two after its decreases at iterations
+#: 330 and 410 certified at 490, one put off certified at 650)
+MAX_PUT_OFF = 2
 #: with ``deterministic="auto"``, the timed spacing applies only to problems with ``n^2 d`` at least this
 #: (below it every solve is bit-reproducible whatever the load of the machine)
 TIMED_SPACING_WORK = 5e8
@@ -585,7 +589,7 @@ class Run:
         # certificates
         self.certs = CertificateSchedule(problem, opts)
         self.phase = (None, 0, 0)  # the smoothing width in force, the iteration it began, the previous one's length
-        self.put_off = False  # whether the last due certificate was put off (settling)
+        self.put_off = 0  # due certificates put off in a row (settling)
         # rollback safeguard (solvers that promise descent, on problems with working sets)
         self.guarded = solver.monotone and any(t.uses_working_set for t in terms)
         self.prev = None  # (Z, state, objective) at the last chunk's start
@@ -983,10 +987,10 @@ class Run:
             return at_min_width and rel <= self.opts.tol
         settling = self.settling()  # called at every re-check: it follows the width's changes
         due = self.certs.due(self.it, now)
-        if due and settling and self.certs.timed_spacing and not self.put_off:
-            due, self.put_off = False, True  # one certificate put off at most: the next due one is computed
+        if due and settling and self.certs.timed_spacing and self.put_off < MAX_PUT_OFF:
+            due, self.put_off = False, self.put_off + 1  # a few in a row at most: then the due one is computed
         elif due:
-            self.put_off = False
+            self.put_off = 0
         budget = self.budget
         if done and budget.limited and self.best is not None and self.best[1] is not V:
             due = False  # out of time: only the returned (best) iterate is certified, by solution()
@@ -1018,9 +1022,9 @@ class Run:
         near dual feasible at an optimum of the smoothed problem. An iterate moved a few iterations towards the next
         width's optimum is near neither. On MNIST-5k, PCA 164, the certificates just after a decrease gave 1.3e-3
         and 1.2e-3, where the middle of a width gave 6.4e-4 and 5.1e-4 (certified at iteration 490 in 109 s instead of
-        1,050 in 202 s). Only with the timed certificate spacing of large problems, and one certificate at a time (a
-        small problem whose width shrinks at every re-check would otherwise never be certified: iris went from 320
-        to 836 iterations); the final certificate is never put off.
+        1,050 in 202 s). Only with the timed certificate spacing of large problems, and at most :data:`MAX_PUT_OFF`
+        in a row (a problem whose width shrinks at every re-check would otherwise put off every one); the final
+        certificate is never put off.
 
         Returns
         -------
