@@ -876,7 +876,8 @@ class TripletProblem(ProblemLike, Protocol):
         """
 
     def find_triplets(self, M: np.ndarray, margin: float = 0.0, limit: int | None = None,
-                      reuse_within: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+                      reuse_within: float = 0.0, at_least: float | None = None
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
         """``(i, j, l, h)`` of every triplet with hinge argument ``h > -margin`` (``None`` above ``limit``).
 
         Parameters
@@ -889,6 +890,9 @@ class TripletProblem(ProblemLike, Protocol):
             Give up (``None``) above this many triplets.
         reuse_within : float, default 0.0
             Relative distance within which a kept search may be reused.
+        at_least : float, optional
+            A kept search with a margin narrower than ``margin`` but at least this one may serve (for callers
+            that use the triplets as a selection only).
 
         Returns
         -------

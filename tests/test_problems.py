@@ -461,8 +461,9 @@ def test_term_cvxpy_form_matches_float64_value(pname, idx):
 @pytest.mark.parametrize("search", ["brute", "tree"])
 def test_kept_search_serves_a_narrower_margin_exactly(iris_std, search):
     """LMNNProblem keeps its last search: at the same M and a narrower margin the filtered result is the
-    fresh search's, array for array; ``limit`` still applies; an M that differs (even by rounding) searches
-    again unless the caller accepts a nearby search (``reuse_within``); the exact objective never uses it."""
+    fresh search's, array for array; ``limit`` still applies; at an M that differs the kept search answers with
+    its h recomputed where its bound allows (``metricopt.methods.lmnn.kept_search``), else a new search is made;
+    the exact objective is unchanged by it."""
     X, y = iris_std
     P = LMNNProblem(X, y, k=3, search=search)
     rng = np.random.default_rng(0)
@@ -477,9 +478,16 @@ def test_kept_search_serves_a_narrower_margin_exactly(iris_std, search):
     assert P.find_triplets(M, 0.05, limit=narrow[0].size - 1) is None
     M2 = M * (1 + 1e-14)
     P.find_triplets(M2, 0.05, reuse_within=1e-10)
-    assert np.array_equal(P._last_search[0], M)  # reused, no new search
-    P.find_triplets(M2, 0.05)
-    assert np.array_equal(P._last_search[0], M2)  # searched again at M2
+    assert np.array_equal(P._last_search.M, M)  # reused, no new search
+    got = P.find_triplets(M2, 0.05)  # another M: answered from the kept (wider) search, h recomputed at M2
+    assert np.array_equal(P._last_search.M, M)
+    fresh = P._search(M2, 0.05, None)
+    for a, b in zip(got[:3], fresh[:3]):
+        np.testing.assert_array_equal(np.sort(a), np.sort(b))
+    np.testing.assert_array_equal(np.sort(got[3]), np.sort(fresh[3]))
+    M3 = M / 3.0
+    P.find_triplets(M3, 0.05)
+    assert np.array_equal(P._last_search.M, M3)  # too far for the kept search's bound: searched again at M3
     objective = P.objective(M)
     P.find_triplets(M, 1.0)
     assert P.objective(M) == objective

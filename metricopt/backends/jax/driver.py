@@ -987,7 +987,8 @@ class Run:
             return at_min_width and rel <= self.opts.tol
         settling = self.settling()  # called at every re-check: it follows the width's changes
         due = self.certs.due(self.it, now)
-        if due and settling and self.certs.timed_spacing and self.put_off < MAX_PUT_OFF:
+        slow = self.certs.last > CERTIFY_SLOW  # a cheap certificate is taken, settling or not
+        if due and settling and slow and self.certs.timed_spacing and self.put_off < MAX_PUT_OFF:
             due, self.put_off = False, self.put_off + 1  # a few in a row at most: then the due one is computed
         elif due:
             self.put_off = 0
@@ -1022,9 +1023,11 @@ class Run:
         near dual feasible at an optimum of the smoothed problem. An iterate moved a few iterations towards the next
         width's optimum is near neither. On MNIST-5k, PCA 164, the certificates just after a decrease gave 1.3e-3
         and 1.2e-3, where the middle of a width gave 6.4e-4 and 5.1e-4 (certified at iteration 490 in 109 s instead of
-        1,050 in 202 s). Only with the timed certificate spacing of large problems, and at most :data:`MAX_PUT_OFF`
-        in a row (a problem whose width shrinks at every re-check would otherwise put off every one); the final
-        certificate is never put off.
+        1,050 in 202 s). Only with the timed certificate spacing of large problems, after a certificate that took
+        more than :data:`CERTIFY_SLOW` (a cheap one costs less than the iterations a put-off one adds: letter, 0.2 s
+        certificates, certified at iteration 190 instead of 264), and at most :data:`MAX_PUT_OFF` in a row (a problem
+        whose width shrinks at every re-check would otherwise put off every one); the final certificate is never put
+        off.
 
         Returns
         -------

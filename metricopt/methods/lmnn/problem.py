@@ -229,8 +229,8 @@ class LMNNProblem(Problem):
 
         return choose_search(self.n, dim) == "tree"
 
-    def find_triplets(self, M: ArrayLike, margin: float = 0.0, limit: int | None = None, reuse_within: float = 0.0
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    def find_triplets(self, M: ArrayLike, margin: float = 0.0, limit: int | None = None, reuse_within: float = 0.0,
+                      at_least: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
         """Every triplet with hinge argument ``1 + d_ij - d_il > -margin`` at ``M``:
         ``(i, j, l, h)`` (``None`` above ``limit``), by the search of :attr:`search`.
 
@@ -240,6 +240,12 @@ class LMNNProblem(Problem):
         with ``max|M - M'| <= reuse_within * max(1, max|M|)`` is reused too: its ``h`` are then those at
         ``M'``, which only callers that use the triplets as a *selection* may accept (the certificate
         choosing which multipliers to free: its bound is valid for any selection).
+
+        With one metric, a kept search at another ``M'`` with a wider margin also answers exactly, its ``h``
+        recomputed at ``M``, where a bound (:mod:`metricopt.methods.lmnn.kept_search`: the smallest eigenvalue of
+        the pencil ``(M, M')`` and the target distances) shows that no triplet it left out is within ``margin`` at
+        ``M``. Where that fails, the next search is made wider by about the drift measured, so that the iterates
+        that follow are answered from it (the JAX backend's re-checks, searched every few iterations).
 
         With :attr:`sample_weight`, triplets whose anchor has weight 0 are left out (they count in no
         objective, working set, active set or certificate).
@@ -254,6 +260,11 @@ class LMNNProblem(Problem):
             Give up (``None``) above this many triplets.
         reuse_within : float, default 0.0
             Relative distance within which a kept search is reused (see above).
+        at_least : float, optional
+            A caller that uses the triplets as a selection may accept fewer: a kept search (as above) whose margin
+            is narrower than ``margin`` but at least ``at_least`` serves, and its triplets are returned (those within
+            its own margin). The certificate's ramp dual points take the re-check's search so instead of searching
+            every triplet again at their widest ramp's margin.
 
         Returns
         -------
@@ -261,18 +272,65 @@ class LMNNProblem(Problem):
             ``(i, j, l, h)``: the anchors, targets, impostors and hinge arguments; ``None`` above ``limit``.
         """
         M = np.ascontiguousarray(M, dtype=np.float64)
+        found = self._from_kept(M, margin, reuse_within, at_least)
+        if found is None:
+            return self._search_and_keep(M, margin, limit)
+        return None if limit is not None and found[0].size > limit else found
+
+    def _from_kept(self, M: np.ndarray, margin: float, reuse_within: float = 0.0, at_least: float | None = None):
+        """The kept search's answer at ``M`` (see :meth:`find_triplets`), or ``None`` when a new search is needed:
+        the kept search at this ``M`` (or within ``reuse_within``, or narrower down to ``at_least``), filtered;
+        else, for one metric, the kept triplets with their ``h`` recomputed at ``M`` where
+        :mod:`.kept_search`'s bound shows that no triplet it left out is within ``margin`` at ``M``."""
         kept = getattr(self, "_last_search", None)
-        if kept is not None and kept[1] >= margin and kept[0].shape == M.shape:
-            diff = float(np.abs(kept[0] - M).max())
+        if kept is None or kept.M.shape != M.shape:
+            return None
+        enough = margin if at_least is None else min(margin, at_least)
+        if kept.margin >= enough:
+            diff = float(np.abs(kept.M - M).max())
             if diff == 0.0 or diff <= reuse_within * max(1.0, float(np.abs(M).max())):
-                i, j, l, h = kept[2]
-                if margin < kept[1]:
+                i, j, l, h = kept.found
+                if margin < kept.margin:
                     keep = h > -margin
                     i, j, l, h = i[keep], j[keep], l[keep], h[keep]
-                return None if limit is not None and i.size > limit else (i, j, l, h)
-        found = self._search(M, margin, limit)
-        if found is not None:
-            self._last_search = (M.copy(), float(margin), found)
+                return i, j, l, h
+        if self.clusters is not None:
+            return None
+        from .kept_search import coverage, hinge_arguments, point_radii, target_distances
+
+        Z = self.transformed(M)
+        radii = getattr(self, "_radii", None)
+        if radii is None:
+            radii = self._radii = point_radii(self.X)
+        tdist = target_distances(Z, self.target_neighbors)
+        need = coverage(kept, M, tdist, margin, radii)
+        if not need <= kept.margin - margin:  # (a kept margin no wider than this one measures the drift only)
+            kept.need = need  # the next search's headroom
+            return None
+        i, j, l, _ = kept.found
+        h = hinge_arguments(Z, self.target_neighbors, tdist, i, j, l)
+        keep = h > -margin
+        return i[keep], j[keep], l[keep], h[keep]
+
+    def _search_and_keep(self, M: np.ndarray, margin: float, limit: int | None):
+        """A new search at ``M``, kept; widened by :func:`.kept_search.headroom` where the drift of the iterates
+        makes it likely to answer the next calls (a widened search past ``limit`` is repeated at ``margin``)."""
+        from .kept_search import KeptSearch, headroom, target_distances
+
+        extra = headroom(getattr(self, "_last_search", None), margin) if self.clusters is None else 0.0
+        found = self._search(M, margin + extra, limit) if extra > 0 else None
+        if found is None:
+            extra = 0.0
+            found = self._search(M, margin, limit)
+        if found is None:
+            return None
+        Z = self.transformed(M) if self.clusters is None else None
+        tdist = target_distances(Z, self.target_neighbors) if Z is not None else np.zeros((0, 0))
+        self._last_search = KeptSearch(M.copy(), float(margin + extra), found, tdist)
+        if extra > 0:
+            i, j, l, h = found
+            keep = h > -margin
+            found = i[keep], j[keep], l[keep], h[keep]
         return found
 
     def _search(self, M, margin, limit):
@@ -306,8 +364,8 @@ class LMNNProblem(Problem):
 
     def hinge_sum(self, M: ArrayLike) -> float:
         """``sum over all triplets of [1 + d_ij - d_il]_+`` at ``M``, exactly rounded (``math.fsum``, see
-        :func:`metricopt.constraints.hinge_total`): from the kept search when it was at this very ``M``
-        (see :meth:`find_triplets`; the same value as a fresh sum, bit for bit), else by a search.
+        :func:`metricopt.constraints.hinge_total`): from the kept search when it answers a call at ``M`` exactly
+        (see :meth:`find_triplets`: at this very ``M`` the same value as a fresh sum, bit for bit), else by a search.
         With :attr:`sample_weight`: ``sum_t w_{i_t} [h_t]_+`` (the exactly rounded sum of the products).
 
         This is the push term of LMNN without its weight (Weinberger & Saul, JMLR 2009, Eq. 14, second sum).
@@ -322,15 +380,14 @@ class LMNNProblem(Problem):
         float
             The sum.
         """
-        kept = getattr(self, "_last_search", None)
         M = np.ascontiguousarray(M, dtype=np.float64)
         if self.sample_weight is not None:
             i, _, _, h = self.find_triplets(M, 0.0)  # type: ignore[misc]
             pos = h > 0
             return math.fsum((self.sample_weight[i[pos]] * h[pos]).tolist())
-        if self._use_tree(self.d) or (kept is not None and kept[1] >= 0.0 and kept[0].shape == M.shape
-                                      and np.array_equal(kept[0], M)):
-            h = self.find_triplets(M, 0.0)[3]  # type: ignore[index]
+        found = self._from_kept(M, 0.0)
+        if found is not None or self._use_tree(self.d):
+            h = (found if found is not None else self.find_triplets(M, 0.0))[3]  # type: ignore[index]
             return math.fsum(h[h > 0].tolist())
         return hinge_total(self.transformed(M), self.y, self.target_neighbors, clusters=self.clusters)
 
@@ -356,11 +413,10 @@ class LMNNProblem(Problem):
         loss = self.loss if loss is None else loss
         if type(loss) is Hinge:
             return self.hinge_sum(M)
-        kept = getattr(self, "_last_search", None)
         M = np.ascontiguousarray(M, dtype=np.float64)
-        if (self.sample_weight is not None or self._use_tree(self.d)
-                or (kept is not None and kept[1] >= 0.0 and kept[0].shape == M.shape and np.array_equal(kept[0], M))):
-            i, _, _, h = self.find_triplets(M, 0.0)  # type: ignore[misc]
+        found = None if self.sample_weight is not None else self._from_kept(M, 0.0)
+        if found is not None or self.sample_weight is not None or self._use_tree(self.d):
+            i, _, _, h = found if found is not None else self.find_triplets(M, 0.0)  # type: ignore[misc]
             pos = h > 0
             vals = loss.value(h[pos])
             if self.sample_weight is not None:
