@@ -375,3 +375,27 @@ def test_jax_a_sampled_start_narrows_its_width_before_searching(digits20, monkey
     assert "at width 0.5 a sample estimates more active triplets than the memory holds" in capsys.readouterr().out
     assert widths[0] == 0.2 and sol.stats["history"][0]["active_set"] == narrow
     assert sol.status is mo.Status.OPTIMAL and sol.certificate.rel_gap <= 1e-4
+
+
+def test_jax_search_estimate_follows_the_searches_not_the_kept_answers(digits20, warm, monkeypatch):
+    """Re-checks that the kept search answers (``LMNNProblem.find_triplets``) take milliseconds; the time wall's
+    estimate of the next re-check must stay the last real search's, or a re-check that does search would be started
+    past the deadline."""
+    from metricopt.backends.jax import driver
+
+    problem = _lmnn(digits20, 300)
+    _slow_search(monkeypatch, problem, 0.3)
+    estimates = []
+    real = driver.Run.out_of_time
+
+    def recording(self):
+        estimates.append((self.it, self.search_estimate))
+        return real(self)
+
+    monkeypatch.setattr(driver.Run, "out_of_time", recording)
+    sol = problem.solve(backend="jax", tol=1e-5, time_limit=120)
+    assert sol.status is Status.OPTIMAL
+    rechecks = len(sol.stats["history"])
+    assert problem.searches < rechecks  # some re-checks were answered by the kept search
+    later = [e for it, e in estimates if it > 0]
+    assert later and min(later) >= driver.ESTIMATE_MARGIN * 0.3

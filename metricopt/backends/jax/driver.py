@@ -661,10 +661,16 @@ class Run:
             if report is not None:
                 break
             tr = time.perf_counter()
+            searches = getattr(self.problem, "searches", None)
             actives, sizes, obj, new_viol, exploded = self.recheck(V)
             self.recheck_time = time.perf_counter() - tr
-            if not exploded:  # a search stopped early on an exploding set measures less than a search
-                self.search_seconds, self.active_size = self.recheck_time, sizes
+            # a search stopped early on an exploding set measures less than a search; so does a re-check that a
+            # kept search answered (LMNN's find_triplets): the estimate stays the last full search's
+            searched = searches is None or getattr(self.problem, "searches", None) != searches
+            if not exploded and searched:
+                self.search_seconds = self.recheck_time
+            if not exploded:
+                self.active_size = sizes
             if (self.factor or not self.certifiable) and not exploded:
                 self.last_probe = self.probe(actives)
             if self.rolled_back(exploded, obj):

@@ -107,6 +107,8 @@ class LMNNProblem(Problem):
 
     method = "LMNN"
     reference = "Weinberger & Saul, JMLR 10:207-244, 2009, Eq. 14"
+    #: the searches of all triplets made so far (:meth:`find_triplets`; the calls a kept search answered not counted)
+    searches: int = 0
     #: cluster of every point (multi-metric LMNN); ``None``: one metric
     clusters = None
     n_clusters = 1
@@ -314,7 +316,9 @@ class LMNNProblem(Problem):
 
     def _search_and_keep(self, M: np.ndarray, margin: float, limit: int | None):
         """A new search at ``M``, kept; widened by :func:`.kept_search.headroom` where the drift of the iterates
-        makes it likely to answer the next calls (a widened search past ``limit`` is repeated at ``margin``)."""
+        makes it likely to answer the next calls (a widened search past ``limit`` is repeated at ``margin``).
+        :attr:`searches` counts the completed ones (a solver's time estimates follow the searches, not the calls
+        a kept search answered)."""
         from .kept_search import KeptSearch, headroom, target_distances
 
         extra = headroom(getattr(self, "_last_search", None), margin) if self.clusters is None else 0.0
@@ -324,6 +328,7 @@ class LMNNProblem(Problem):
             found = self._search(M, margin, limit)
         if found is None:
             return None
+        self.searches += 1
         Z = self.transformed(M) if self.clusters is None else None
         tdist = target_distances(Z, self.target_neighbors) if Z is not None else np.zeros((0, 0))
         self._last_search = KeptSearch(M.copy(), float(margin + extra), found, tdist)
