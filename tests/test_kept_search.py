@@ -57,8 +57,8 @@ def test_the_bound_holds_for_every_left_out_triplet(rank, step):
     M = (V * np.clip(w, 0, None)) @ V.T
     margin = 0.1
     kept = ks.KeptSearch(M0, np.inf, (), ks.target_distances(P.transformed(M0), P.target_neighbors))
-    need = ks.coverage(kept, M, ks.target_distances(P.transformed(M), P.target_neighbors), margin,
-                       ks.point_radii(P.X))
+    need = ks.coverage(kept, ks.target_distances(P.transformed(M), P.target_neighbors), margin,
+                       ks.point_radii(P.X), ks.pencil_bounds(M, M0))
     assert need >= 0
     if not np.isfinite(need):
         return
@@ -76,12 +76,14 @@ def test_the_bound_is_tight_enough_to_be_used():
     td0 = ks.target_distances(P.transformed(M0), P.target_neighbors)
     kept = ks.KeptSearch(M0, 0.5, (), td0)
     radii = ks.point_radii(P.X)
-    assert ks.coverage(kept, M0, td0, 0.2, radii) < 1e-6
+    assert ks.coverage(kept, td0, 0.2, radii, ks.pencil_bounds(M0, M0)) < 1e-6
     M = M0 * (1 - 1e-4)  # distances shrink by 1e-4: impostors may come closer
-    need = ks.coverage(kept, M, ks.target_distances(P.transformed(M), P.target_neighbors), 0.2, radii)
+    need = ks.coverage(kept, ks.target_distances(P.transformed(M), P.target_neighbors), 0.2, radii,
+                       ks.pencil_bounds(M, M0))
     assert 0 < need < 1e-2
     M = M0 * (1 + 1e-4)  # every distance grows: nothing comes closer
-    assert ks.coverage(kept, M, ks.target_distances(P.transformed(M), P.target_neighbors), 0.2, radii) == 0.0
+    assert ks.coverage(kept, ks.target_distances(P.transformed(M), P.target_neighbors), 0.2, radii,
+                       ks.pencil_bounds(M, M0)) == 0.0
 
 
 @settings(max_examples=25, deadline=None)

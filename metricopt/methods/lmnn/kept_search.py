@@ -55,6 +55,9 @@ class KeptSearch:
     found: tuple
     target_d: np.ndarray
     need: float = field(default=np.inf)
+    #: the last metric the kept search was tested at, with what the test computed there (``(M, Z, target
+    #: distances, pencil bounds)``: a certificate asks at one iterate several times, with several margins)
+    memo: tuple | None = None
 
 
 def target_distances(Z: np.ndarray, T: np.ndarray) -> np.ndarray:
@@ -131,7 +134,25 @@ def pencil_candidates(M: np.ndarray, M0: np.ndarray) -> list[float]:
 PENCIL_FRACTIONS = (1.0, 0.999, 0.99, 0.97, 0.9, 0.7)
 
 
-def coverage(kept: KeptSearch, M: np.ndarray, target_d: np.ndarray, margin: float, radii: np.ndarray) -> float:
+def pencil_bounds(M: np.ndarray, M0: np.ndarray) -> list[tuple[float, float]]:
+    r"""Pairs :math:`(\rho, \delta)` with :math:`\rho > 0` and :math:`M - \rho M_0 \succeq -\delta I`, one per
+    :func:`pencil_candidates` value.
+
+    Parameters
+    ----------
+    M, M0 : (d, d) ndarray
+        The metric of the call and the kept search's.
+
+    Returns
+    -------
+    list of (float, float)
+        The pairs.
+    """
+    return [(rho, _floor_at(M, M0, rho)) for rho in pencil_candidates(M, M0)]
+
+
+def coverage(kept: KeptSearch, target_d: np.ndarray, margin: float, radii: np.ndarray,
+             bounds: list[tuple[float, float]]) -> float:
     r"""The margin, beyond ``margin``, that a kept search needs to answer a call at ``M`` exactly: the kept search
     answers it when the result is at most ``kept.margin - margin``.
 
@@ -140,20 +161,20 @@ def coverage(kept: KeptSearch, M: np.ndarray, target_d: np.ndarray, margin: floa
     :math:`\|x_i - x_l\|^2`), so every triplet the kept search left out has
     :math:`h_t \le 1 + d_M(x_i, x_j) + \delta q_i - \rho\,(1 + d_{M_0}(x_i, x_j) + m_0)`: the module docstring's
     bound, with the additive term for a metric whose null space moved (:math:`\delta = 0` where
-    :math:`M \succeq \rho M_0`). The best of :func:`pencil_candidates` is taken.
+    :math:`M \succeq \rho M_0`). The best of the ``bounds`` is taken.
 
     Parameters
     ----------
     kept : KeptSearch
         The kept search.
-    M : (d, d) ndarray
-        The metric of the call.
     target_d : (n, k) ndarray
         The target distances at ``M``.
     margin : float
         The call's margin.
     radii : (n,) ndarray
         :func:`point_radii` of the points.
+    bounds : list of (float, float)
+        :func:`pencil_bounds` of ``M`` and ``kept.M``.
 
     Returns
     -------
@@ -162,8 +183,7 @@ def coverage(kept: KeptSearch, M: np.ndarray, target_d: np.ndarray, margin: floa
     """
     a, a0 = target_d, kept.target_d
     best = np.inf
-    for rho in pencil_candidates(M, kept.M):
-        delta = _floor_at(M, kept.M, rho)
+    for rho, delta in bounds:
         # 1 + a + delta q + m <= rho (1 + a0 + m0) up to the slack, solved for m0
         m0 = (1.0 + a + delta * radii[:, None] + margin) * (1.0 + SLACK) / rho - 1.0 - a0 + SLACK * (1.0 + a0)
         best = min(best, float(m0.max(initial=-np.inf)) - margin)

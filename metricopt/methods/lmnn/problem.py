@@ -298,14 +298,19 @@ class LMNNProblem(Problem):
                 return i, j, l, h
         if self.clusters is not None:
             return None
-        from .kept_search import coverage, hinge_arguments, point_radii, target_distances
+        from .kept_search import coverage, hinge_arguments, pencil_bounds, point_radii, target_distances
 
-        Z = self.transformed(M)
         radii = getattr(self, "_radii", None)
         if radii is None:
             radii = self._radii = point_radii(self.X)
-        tdist = target_distances(Z, self.target_neighbors)
-        need = coverage(kept, M, tdist, margin, radii)
+        if kept.memo is not None and np.array_equal(kept.memo[0], M):
+            _, Z, tdist, bounds = kept.memo
+        else:
+            Z = self.transformed(M)
+            tdist = target_distances(Z, self.target_neighbors)
+            bounds = pencil_bounds(M, kept.M)
+            kept.memo = (M.copy(), Z, tdist, bounds)
+        need = coverage(kept, tdist, margin, radii, bounds)
         if not need <= kept.margin - margin:  # (a kept margin no wider than this one measures the drift only)
             kept.need = need  # the next search's headroom
             return None
