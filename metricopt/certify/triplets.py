@@ -95,6 +95,12 @@ RANK2_MAX_FREE = 1500
 #: took the 23 GB of a 2-core machine and was killed (the Olivetti faces at 200 eigenfaces, P singular so that the
 #: rank-two solver could not start); without it the bound keeps its other dual points (valid, looser)
 CONIC_MAX_D = 100
+#: inside :func:`narrow_only` with a solver's :func:`ramp_hint`, where the ramp dual points leave a relative gap above
+#: this, the restricted dual programs (around the ramp, and over the band) are not tried: they lowered MNIST-5k's
+#: gaps by factors of 1.6-2.3 (and not at all at the start, 0.963 by the ramps), so from there they certify nothing
+#: that a solver asks, and at d = 164 the two cost about half the first certificate (whatever ``tol``: a smaller
+#: ``tol`` never gets a looser bound)
+RESTRICTED_CEIL = 0.05
 
 
 def _restricted_dual(problem, P, lam, mu, Tv, Tn, Bv, accuracy, wv=None, wn=None):
@@ -529,11 +535,16 @@ def lmnn_lower_bound(problem: Any, V: dict, upper: float, band: float = BAND, ma
     max_free = min(int(max_free), max(1, MAX_FREE_ENTRIES // problem.d ** 2))
     info: dict[str, Any] = {}
     best = -np.inf
-    for width, (lb, inf) in (_ramp_bounds(problem, V, summary, mu, upper, max_free) if ramps else []):
+    # a solver's certificate before its last: far from certifying by the ramps, no restricted program is tried
+    ceil = (RESTRICTED_CEIL * max(abs(upper + const), 1e-12) if _NARROW_ONLY.get() and _RAMP_HINT.get() else None)
+    for width, (lb, inf) in (_ramp_bounds(problem, V, summary, mu, upper, max_free, ceil) if ramps else []):
         if lb > best:
             best, info = lb, {**inf, "dual form": f"{inf.get('dual form', '')}; ramp of width {width:g}"}
     if tol is not None and upper - best <= tol * max(abs(upper + const), 1e-12):
         info.update({"margin band": "not tried (the ramps bound the gap by tol)"})
+        return best + const, info
+    if ramps and ceil is not None and upper - best > ceil:
+        info.update({"margin band": "not tried (the ramps' gap is above RESTRICTED_CEIL)"})
         return best + const, info
     if _NARROW_ONLY.get():  # a solve's certificate before its last: the rank-two solver's size at most
         max_free = min(max_free, RANK2_MAX_FREE)
@@ -597,7 +608,7 @@ def lmnn_lower_bound(problem: Any, V: dict, upper: float, band: float = BAND, ma
 RAMP_WIDTHS = tuple(0.5 * 2.0 ** -k for k in range(20))
 
 
-def _ramp_bounds(problem, V, summary, mu, upper, max_free=MAX_FREE):
+def _ramp_bounds(problem, V, summary, mu, upper, max_free=MAX_FREE, ceil=None):
     r"""The bounds at the ramp dual points :math:`\alpha_t = \mu w_t \operatorname{clip}((h_t + s/2)/s, 0, 1)`, one
     per width ``s`` of the :func:`ramp_hint` in force (a solver's widths), else of :data:`RAMP_WIDTHS`: the derivative of the hinge smoothed to width ``s``
     (:func:`metricopt.losses.smoothed_hinge`) at the hinge arguments of ``V``, times the anchor's weight. A solver
@@ -616,7 +627,8 @@ def _ramp_bounds(problem, V, summary, mu, upper, max_free=MAX_FREE):
     others, ramp values included, by one shared multiplier (:func:`_ramp_restricted`): an iterate of the smoothed
     problem is not its exact optimum, so the ramp point is dual infeasible by a little, which costs the pencil bound
     its relative size; freeing the slope repairs most of it (MNIST-5k, PCA 164, after 490 FISTA iterations:
-    relative gap 1.5e-3 by the ramp, 6.4e-4 with 743 free multipliers). Returns
+    relative gap 1.5e-3 by the ramp, 6.4e-4 with 743 free multipliers); not where the ramps leave a gap above
+    ``ceil`` (absolute, without the constant; :data:`RESTRICTED_CEIL`). Returns
     ``[(width, (bound without the constant, details)), ...]``."""
     widths = sorted(set(_RAMP_HINT.get() or RAMP_WIDTHS), reverse=True)  # a solver's hint replaces the fixed list
     if not widths:
@@ -646,7 +658,9 @@ def _ramp_bounds(problem, V, summary, mu, upper, max_free=MAX_FREE):
         smax = largest_dual_scaling(ak, caps if w is None else caps[keep])
         B = symmetrize(_scatter(problem, Tk, ak))
         out.append((width, bound_from_alpha(summary.P, summary.lam, B, alpha_sum, smax, upper, EP, ab * 2 * alpha_sum)))
-    if out and problem.d ** 2 * MAX_FREE > MAX_FREE_ENTRIES:  # where the band's program frees fewer than MAX_FREE
+    best = max((o[1][0] for o in out), default=-np.inf)
+    far = ceil is not None and upper - best > ceil  # (:data:`RESTRICTED_CEIL`)
+    if out and problem.d ** 2 * MAX_FREE > MAX_FREE_ENTRIES and not far:  # where the band frees fewer than MAX_FREE
         width = max(out, key=lambda o: o[1][0])[0]
         found = _ramp_restricted(problem, summary, mu, upper, T, h, caps, width, max_free)
         if found is not None:
