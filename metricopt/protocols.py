@@ -845,6 +845,11 @@ class TripletProblem(ProblemLike, Protocol):
     def n_triplets(self) -> int:
         """The number of triplets of the full problem."""
 
+    @property
+    def searches(self) -> int:
+        """The searches of all triplets :meth:`find_triplets` has made so far (calls its kept search answered
+        not counted): what a solver's time estimates follow."""
+
     def lift(self, a: Any, b: Any) -> tuple[Any, Any]:
         """Rows of :attr:`X_lifted` whose difference is the pair ``(a, b)``.
 

@@ -172,10 +172,11 @@ def test_a_certificate_is_put_off_while_the_iterate_settles_into_a_new_width():
     assert seen == [False, False, True, True, False, True, True, False]
 
 
-def test_far_from_certifying_a_solvers_interim_certificate_tries_no_restricted_program(wine_std, monkeypatch):
+def test_far_from_certifying_a_solvers_interim_certificate_tries_no_restricted_program_around_the_ramp(
+        wine_std, monkeypatch):
     """Inside narrow_only with a solver's ramp hint, where the ramps leave a relative gap above RESTRICTED_CEIL, the
-    restricted programs (around the ramp and over the band) are skipped: the bound is the ramps'. Near the optimum,
-    or outside narrow_only (a solve's last certificate, a direct call), they are tried as before."""
+    restricted program around the ramp is skipped (the band's is still tried); outside narrow_only (a solve's last
+    certificate, a direct call) it is tried as before. Every bound stays below the exact optimum."""
     X, y = wine_std
     p = metricopt.LMNNProblem(X, y, k=3, mu=0.5)
     monkeypatch.setattr(triplets, "MAX_FREE_ENTRIES", 20 * p.d ** 2)  # the ramp's restricted program, as at d > 70
@@ -184,14 +185,16 @@ def test_far_from_certifying_a_solvers_interim_certificate_tries_no_restricted_p
     V = p.point(start)
     upper = p.objective(start)
     calls = []
-    real = triplets._restricted_dual
-    monkeypatch.setattr(triplets, "_restricted_dual", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = triplets._ramp_restricted
+    monkeypatch.setattr(triplets, "_ramp_restricted", lambda *a, **k: calls.append(1) or real(*a, **k))
     with triplets.narrow_only(), triplets.ramp_hint(0.5, 1.0, 2.0):
         lower, info = triplets.lmnn_lower_bound(p, V, upper, summary=summary, tol=1e-3)
-    assert (upper - lower) / upper > triplets.RESTRICTED_CEIL
-    assert info["margin band"] == "not tried (the ramps' gap is above RESTRICTED_CEIL)" and not calls
     with triplets.ramp_hint(0.5, 1.0, 2.0):
-        full, info_full = triplets.lmnn_lower_bound(p, V, upper, summary=summary, tol=1e-3)
-    assert calls and "triplets near margin (alpha free)" in info_full and full >= lower
+        ramps = triplets._ramp_bounds(p, V, summary, 0.5, upper - summary.constant, 20, ceil=0.0)
+    assert min(upper - summary.constant - lb for _, (lb, _) in ramps) / upper > triplets.RESTRICTED_CEIL
+    assert not calls and "triplets near margin (alpha free)" in info  # the band's program was tried
+    with triplets.ramp_hint(0.5, 1.0, 2.0):
+        full, _ = triplets.lmnn_lower_bound(p, V, upper, summary=summary, tol=1e-3)
+    assert calls
     exact = p.solve(backend="cvxpy", solver="CLARABEL", tol=1e-8)
     assert max(lower, full) <= exact.objective + 1e-9 * abs(exact.objective)

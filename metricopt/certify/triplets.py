@@ -96,10 +96,10 @@ RANK2_MAX_FREE = 1500
 #: rank-two solver could not start); without it the bound keeps its other dual points (valid, looser)
 CONIC_MAX_D = 100
 #: inside :func:`narrow_only` with a solver's :func:`ramp_hint`, where the ramp dual points leave a relative gap above
-#: this, the restricted dual programs (around the ramp, and over the band) are not tried: they lowered MNIST-5k's
-#: gaps by factors of 1.6-2.3 (and not at all at the start, 0.963 by the ramps), so from there they certify nothing
-#: that a solver asks, and at d = 164 the two cost about half the first certificate (whatever ``tol``: a smaller
-#: ``tol`` never gets a looser bound)
+#: this, the restricted dual around the ramp (:func:`_ramp_restricted`) is not tried: it lowered MNIST-5k's gaps by
+#: factors of 1.6-2.3 (not at all at the start, 0.963 by the ramps), so from there it certifies nothing a solver
+#: asks, and at d = 164 it cost about half the first certificate (whatever ``tol``: a smaller ``tol`` never gets a
+#: looser bound). The band's program is still tried: at an exact optimum it certifies where wide ramps do not
 RESTRICTED_CEIL = 0.05
 
 
@@ -535,16 +535,13 @@ def lmnn_lower_bound(problem: Any, V: dict, upper: float, band: float = BAND, ma
     max_free = min(int(max_free), max(1, MAX_FREE_ENTRIES // problem.d ** 2))
     info: dict[str, Any] = {}
     best = -np.inf
-    # a solver's certificate before its last: far from certifying by the ramps, no restricted program is tried
+    # a solver's certificate before its last: far from certifying by the ramps, no restricted program around them
     ceil = (RESTRICTED_CEIL * max(abs(upper + const), 1e-12) if _NARROW_ONLY.get() and _RAMP_HINT.get() else None)
     for width, (lb, inf) in (_ramp_bounds(problem, V, summary, mu, upper, max_free, ceil) if ramps else []):
         if lb > best:
             best, info = lb, {**inf, "dual form": f"{inf.get('dual form', '')}; ramp of width {width:g}"}
     if tol is not None and upper - best <= tol * max(abs(upper + const), 1e-12):
         info.update({"margin band": "not tried (the ramps bound the gap by tol)"})
-        return best + const, info
-    if ramps and ceil is not None and upper - best > ceil:
-        info.update({"margin band": "not tried (the ramps' gap is above RESTRICTED_CEIL)"})
         return best + const, info
     if _NARROW_ONLY.get():  # a solve's certificate before its last: the rank-two solver's size at most
         max_free = min(max_free, RANK2_MAX_FREE)

@@ -25,7 +25,7 @@ from ...certify.certificate import Verdict
 from ...certify import policy
 from ...certify.policy import NoCertificate, Outcome, SolverReport
 from ...errors import InputError
-from ...protocols import CertifiableTerm, DualPiece
+from ...protocols import CertifiableTerm, DualPiece, TripletProblem
 from ...solution import Solution
 from .prox import plan
 
@@ -661,12 +661,13 @@ class Run:
             if report is not None:
                 break
             tr = time.perf_counter()
-            searches = getattr(self.problem, "searches", None)
+            counted = isinstance(self.problem, TripletProblem)
+            searches = self.problem.searches if counted else None
             actives, sizes, obj, new_viol, exploded = self.recheck(V)
             self.recheck_time = time.perf_counter() - tr
             # a search stopped early on an exploding set measures less than a search; so does a re-check that a
             # kept search answered (LMNN's find_triplets): the estimate stays the last full search's
-            searched = searches is None or getattr(self.problem, "searches", None) != searches
+            searched = not counted or self.problem.searches != searches
             if not exploded and searched:
                 self.search_seconds = self.recheck_time
             if not exploded:
