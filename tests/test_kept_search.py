@@ -107,11 +107,15 @@ def test_an_answer_from_the_kept_search_is_a_fresh_search(seed, ties, rank, step
     np.testing.assert_array_equal(got[3][order_got], fresh[3][order_fresh])  # the searches' rounding, bit for bit
 
 
+def _full_rank(seed):
+    """A brute-force-searched problem and a full-rank metric."""
+    X, y = _data(seed, n=80)
+    M0 = _psd(np.random.default_rng(seed + 1), X.shape[1]) + 0.5 * np.eye(X.shape[1])
+    return LMNNProblem(X, y, k=3, search="brute"), M0
+
+
 def test_a_small_step_is_answered_without_a_search_and_a_large_one_searches():
-    X, y = _data(5, n=80)
-    P = LMNNProblem(X, y, k=3, search="brute")
-    rng = np.random.default_rng(6)
-    M0 = _psd(rng, X.shape[1]) + 0.5 * np.eye(X.shape[1])
+    P, M0 = _full_rank(5)
     P.find_triplets(M0, 0.5)
     M = M0 * (1 - 1e-3)
     P.find_triplets(M, 0.2)
@@ -127,10 +131,7 @@ def test_a_small_step_is_answered_without_a_search_and_a_large_one_searches():
 
 
 def test_a_failed_test_widens_the_next_search_by_the_drift():
-    X, y = _data(7, n=80)
-    P = LMNNProblem(X, y, k=3, search="brute")
-    rng = np.random.default_rng(8)
-    M0 = _psd(rng, X.shape[1]) + 0.5 * np.eye(X.shape[1])
+    P, M0 = _full_rank(7)
     P.find_triplets(M0, 0.2)
     M = M0 * (1 - 5e-3)
     P.find_triplets(M, 0.2)  # the kept margin is no wider: the test measures the drift, then a search
