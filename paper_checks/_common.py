@@ -533,26 +533,36 @@ KNOWN_MISMATCHES = {
         "'Yale B: lda Class beats Global')."
     ),
     'USPS: lmnn Class beats Global (recognition rate)': (
-        'not reproduced (89.90 % against 93.60 %), with per-class metrics that are not optimal: the joint per-class '
-        '(multi-metric) LMNN ran 200 iterations for time (3,317 s on a loaded machine) and ended at '
-        "iteration_limit, while the global LMNN it is compared with is certified optimal; the converged per-class "
-        'metrics were not measured.'
+        'not reproduced (91.84 +- 0.24 % against 93.04 +- 0.45 %, paired difference -1.20 +- 0.51 pp over 5 disjoint '
+        'batches), with per-class metrics far from optimal: the joint per-class (multi-metric) LMNN ran 10 iterations '
+        'from its default start for time (about 2 min a batch; iteration_limit on every batch), while the global LMNN '
+        'it is compared with is certified (gap below 1e-3). The earlier one-batch run with 200 iterations (also '
+        'iteration_limit) gave 89.90 % against 93.60 %; the converged per-class metrics were not measured.'
     ),
     'USPS: hybrid Class beats Global (recognition rate)': (
-        "92.30 % against 93.60 % (13 of 1,000 test images): the Hybrid row's per-class metrics are LDA metrics, "
-        'which gain little over a global metric on USPS (LDA row: Class 90.90 % against Global 90.60 %), while the '
-        'global LMNN metric they replace is 3.0 pp better than global LDA (93.60 % against 90.60 %).'
+        "91.86 +- 0.38 % against 93.04 +- 0.45 % (paired -1.18 +- 0.42 pp, 5 batches): the Hybrid row's per-class "
+        'metrics are LDA metrics, which gain little over a global metric on USPS (LDA row: Class 91.28 % against '
+        'Global 90.58 %, paired +0.70 +- 0.43 pp), while the global LMNN metric they replace is 2.46 pp better than '
+        'global LDA (93.04 % against 90.58 %).'
     ),
     'USPS: lda Line beats Global': (
-        'not reproduced (88.30 % against 90.60 %), as on MNIST-5k (see \'MNIST-5k: lda Line beats Global\'): the line '
-        "integral runs through the 500 reference points' local LDA metrics (rank = classes present, each scaled "
-        'by its own within-class scatter); 51 of the 500 references had a single class and took the global '
-        'metric. The lazy and interpolated LDA cells, which compare candidates under one metric, beat Global '
-        '(92.80 % and 92.60 %). Not isolated by a run.'
+        "not reproduced (89.10 +- 0.19 % against 90.58 +- 0.39 %, paired -1.48 +- 0.37 pp, 5 batches), as on MNIST-5k "
+        "(see 'MNIST-5k: lda Line beats Global'): the line integral runs through the 500 reference points' local LDA "
+        'metrics (rank = classes present, each scaled by its own within-class scatter); 244 of the 2,500 references '
+        '(5 batches) had a single class and took the global metric. The lazy and interpolated LDA cells, which '
+        'compare candidates under one metric, beat Global (93.70 % and 92.56 %). Not isolated by a run.'
+    ),
+    'USPS: lmnn Line beats Global': (
+        'not reproduced with the local LMNN budget cut to 30 iterations for time (90.58 +- 0.21 % against 93.04 +- '
+        '0.45 %, paired -2.46 +- 0.45 pp, 5 batches). Measured cause: the same 5 batches with 150 local iterations '
+        '(the MNIST-5k budget; only the LMNN row\'s reference metrics re-solved, 2026-11-27, /tmp script, one core) '
+        'give Line 93.70 +- 0.23 % against the same global metric, paired +0.66 +- 0.35 pp (per batch 94.4/93.3/'
+        '93.1/93.7/94.0 against 94.4/91.6/93.3/93.0/92.9 %); batch 0 at 30 iterations reproduced the check\'s '
+        '91.0 % exactly.'
     ),
     'USPS: hybrid Line beats Global': (
-        "not reproduced (89.60 % against 93.60 %): the Hybrid row's reference metrics are local LDA metrics (see "
-        "'USPS: lda Line beats Global'); the LMNN row's Line cell beats the same global metric (94.70 %)."
+        "not reproduced (89.42 +- 0.48 % against 93.04 +- 0.45 %, paired -3.62 +- 0.27 pp, 5 batches): the Hybrid "
+        "row's reference metrics are local LDA metrics (see 'USPS: lda Line beats Global')."
     ),
     'MNIST-5k: lmnn Class beats Global (recognition rate)': (
         f"our global LMNN is far stronger than the paper's (95.90 % against its {_RB_MNIST_GLOBAL_LMNN} %, Table III; "
@@ -603,6 +613,21 @@ KNOWN_MISMATCHES = {
     ),
     'MNIST-5k: lda Line: re-ranking a shortlist of 20 beats a shortlist of k = 3': (
         "92.70 % at 20 against 94.10 % at 3 (see 'MNIST-5k: lda Line beats Global')."
+    ),
+    # NIPS 2005's protocol (k and mu chosen on a validation part of each training set): balance
+    ("balance-scale (NIPS 2005 protocol): LMNN kNN test error below Euclidean kNN's, each at its validated k "
+     "(NIPS 2005 Sec. 3: significant gains except on the smallest set)"): (
+        "not reproduced by the certified optimum of Eq. 14, as in the JMLR 2009 Table 1 check of balance (+1.11 pp "
+        "there): here +1.97 pp (s.e. 0.34, 100 runs). Measured on the first 20 splits, each (k, mu) of the grid "
+        "fixed and solved on the whole training part: none is significantly below Euclidean at its k (best k = 3, "
+        "mu = 0.75: -1.39 pp, s.e. 1.10), so the validation step does not lose a gain the grid holds. Outside the "
+        "grid, k = 5 gains at mu = 0.875 (-1.44 pp, s.e. 0.65) and 0.95 (-1.78 pp, s.e. 0.70); the grid was fixed "
+        "before the runs and not widened after seeing test errors. The paper's own grid is not stated."
+    ),
+    ("balance-scale (NIPS 2005 protocol): LMNN training leave-one-out error below Euclidean's (NIPS 2005 Sec. 3: "
+     "gains both in training and testing)"): (
+        "not reproduced: +1.65 pp (s.e. 0.29, 100 runs), with the test error's cause (see the row above): at the "
+        "validated (k, mu) of our grid the certified optimum of Eq. 14 does not gain on balance."
     ),
 }
 
