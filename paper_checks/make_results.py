@@ -50,8 +50,9 @@ commit e4a2af6 on 2026-11-26 (a clean worktree of that commit; the checks ran in
 which stops at a wall-clock limit, ran fewer iterations than on idle cores). The local-distance check was re-run
 afterwards with the same metricopt/ and check code as e4a2af6: on Yale B alone from 73272b0 (20 min), on MNIST-5k
 and USPS side by side, one per core, from 4ac8d87 (52 and 74 min). USPS was then re-run for issue 33 on 5 disjoint
-batches with reduced LMNN budgets (its notes; 37 min on one core, 2026-11-27, uncommitted code on db9bb90), so the
-USPS figures quoted below and in its known-mismatch reasons are those of the earlier one-batch run. The list below gives each result's commit and
+batches with reduced LMNN budgets (its notes; 21 min on one core, 2026-11-27, from a89220e with the check's code not
+yet committed): its table and known-mismatch reasons are that run's, the USPS figures in the next sentences the earlier
+one-batch run's. The NIPS 2005 protocol check is new (16 min on one core, the same code). The list below gives each result's commit and
 whether its code is that of the commit this file was built at (since issue 33 the checks' code is not: see
 "Claims revised against the papers"). Against the earlier runs
 of the local check (ebe50af; ae35ca9 with uncommitted changes), every MNIST-5k cell and assertion value is
