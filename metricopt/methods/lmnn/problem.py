@@ -31,6 +31,12 @@ def _regularizer_terms(regularizer):
     return regs
 
 
+def _within(found: tuple, margin: float) -> tuple:
+    """The triplets of ``found = (i, j, l, h)`` with ``h > -margin``."""
+    keep = found[3] > -margin
+    return tuple(a[keep] for a in found)
+
+
 class LMNNProblem(Problem):
     r"""LMNN: Weinberger & Saul, *Distance Metric Learning for Large Margin Nearest
     Neighbor Classification*, JMLR 10:207-244, 2009 (Eq. 14 and Section 3.4).
@@ -291,11 +297,7 @@ class LMNNProblem(Problem):
         if kept.margin >= enough:
             diff = float(np.abs(kept.M - M).max())
             if diff == 0.0 or diff <= reuse_within * max(1.0, float(np.abs(M).max())):
-                i, j, l, h = kept.found
-                if margin < kept.margin:
-                    keep = h > -margin
-                    i, j, l, h = i[keep], j[keep], l[keep], h[keep]
-                return i, j, l, h
+                return _within(kept.found, margin) if margin < kept.margin else kept.found
         if self.clusters is not None:
             return None
         from .kept_search import coverage, hinge_arguments, pencil_bounds, point_radii, target_distances
@@ -315,9 +317,7 @@ class LMNNProblem(Problem):
             kept.need = need  # the next search's headroom
             return None
         i, j, l, _ = kept.found
-        h = hinge_arguments(Z, self.target_neighbors, tdist, i, j, l)
-        keep = h > -margin
-        return i[keep], j[keep], l[keep], h[keep]
+        return _within((i, j, l, hinge_arguments(Z, self.target_neighbors, tdist, i, j, l)), margin)
 
     def _search_and_keep(self, M: np.ndarray, margin: float, limit: int | None):
         """A new search at ``M``, kept; widened by :func:`.kept_search.headroom` where the drift of the iterates
@@ -337,11 +337,7 @@ class LMNNProblem(Problem):
         Z = self.transformed(M) if self.clusters is None else None
         tdist = target_distances(Z, self.target_neighbors) if Z is not None else np.zeros((0, 0))
         self._last_search = KeptSearch(M.copy(), float(margin + extra), found, tdist)
-        if extra > 0:
-            i, j, l, h = found
-            keep = h > -margin
-            found = i[keep], j[keep], l[keep], h[keep]
-        return found
+        return _within(found, margin) if extra > 0 else found
 
     def _search(self, M, margin, limit):
         Z = self.transformed(M)
