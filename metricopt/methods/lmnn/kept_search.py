@@ -3,26 +3,29 @@ r"""A kept triplet search and when it answers a later one exactly.
 A search of every triplet at a metric :math:`M_0` with margin :math:`m_0` returns the triplets with hinge argument
 :math:`h^0_t = 1 + d_{M_0}(x_i, x_j) - d_{M_0}(x_i, x_l) > -m_0`. A later call at :math:`M` with a narrower margin
 :math:`m < m_0` needs the triplets with :math:`h_t > -m` at :math:`M`. Every triplet the kept search left out has
-:math:`d_{M_0}(x_i, x_l) \ge 1 + d_{M_0}(x_i, x_j) + m_0`. Where :math:`M \succeq \rho M_0` (:math:`\rho \ge 0`, the
-smallest generalised eigenvalue of the pencil :math:`(M, M_0)`), :math:`d_M(x_i, x_l) \ge \rho\, d_{M_0}(x_i, x_l)`,
-so such a triplet has
+:math:`d_{M_0}(x_i, x_l) \ge 1 + d_{M_0}(x_i, x_j) + m_0`. For any :math:`\rho > 0` and :math:`\delta \ge 0` with
+:math:`M - \rho M_0 \succeq -\delta I`, :math:`d_M(x_i, x_l) \ge \rho\, d_{M_0}(x_i, x_l) - \delta q_i`, where
+:math:`q_i \ge \|x_i - x_l\|^2` for every :math:`l` (:func:`point_radii`), so such a triplet has
 
 .. math::
 
-    h_t = 1 + d_M(x_i, x_j) - d_M(x_i, x_l) \le 1 + d_M(x_i, x_j) - \rho\,(1 + d_{M_0}(x_i, x_j) + m_0),
+    h_t = 1 + d_M(x_i, x_j) - d_M(x_i, x_l) \le 1 + d_M(x_i, x_j) + \delta q_i - \rho\,(1 + d_{M_0}(x_i, x_j) + m_0),
 
-which depends on the target pair :math:`(i, j)` alone. When the right side is at most :math:`-m` for every target
-pair, no left-out triplet is within :math:`m` at :math:`M`: the kept triplets, their :math:`h_t` recomputed at
-:math:`M`, filtered to :math:`h_t > -m`, are exactly the triplets a new search would return. The test costs one
-generalised eigenvalue of a ``d x d`` pencil and the ``n k`` target distances; a search costs ``n^2 d``.
+which depends on the target pair :math:`(i, j)` alone (:func:`coverage`). When the right side is at most :math:`-m` for
+every target pair, no left-out triplet is within :math:`m` at :math:`M`: the kept triplets, their :math:`h_t`
+recomputed at :math:`M`, filtered to :math:`h_t > -m`, are exactly the triplets a new search would return. Where
+:math:`M \succeq \rho M_0` (the smallest eigenvalue of the pencil :math:`(M, M_0)`) :math:`\delta` is 0; a low-rank
+metric, whose pencil value is 0, is covered by the additive term (:func:`pencil_candidates`). The test costs a few
+``d x d`` eigenvalue problems and the ``n k`` target distances; a search costs ``n^2 d``.
 
 Where the test fails it also says how wide the kept margin would have had to be (:attr:`KeptSearch.need`): the next
-search is then widened by that much again (:func:`headroom`), when it is small against the margin, so that the
-searches of the iterations that follow are answered from it (the same idea as the active sets that LMNN's solver
-re-checks only every few iterations, Weinberger & Saul, JMLR 2009, Sec. 3.5, made exact by the bound above).
+search is then widened by twice that (:func:`headroom`), when it is small against the margin, so that the searches of
+the iterations that follow are answered from it. Weinberger & Saul's solver (JMLR 2009, Appendix A.1) re-checks every
+triplet only every 10-20 iterations and checks its active list in between, verifying the whole set at convergence;
+here an answer between searches is exact by the bound above.
 
-Every rounding errs towards a new search: :math:`\rho` is verified by the smallest eigenvalue of
-:math:`M - \rho M_0` (with a margin for its rounding), and the test has a slack of :data:`SLACK` relative to the
+Every rounding errs towards a new search: each :math:`\delta` is minus the smallest computed eigenvalue of
+:math:`M - \rho M_0` plus that eigenvalue's rounding, and the test has a slack of :data:`SLACK` relative to the
 distances.
 """
 

@@ -327,20 +327,20 @@ class LMNNProblem(Problem):
         from .kept_search import KeptSearch, headroom, target_distances
 
         extra = headroom(getattr(self, "_last_search", None), margin) if self.clusters is None else 0.0
-        found = self._search(M, margin + extra, limit) if extra > 0 else None
+        Z = self.transformed(M)  # once for the search(es) and the target distances
+        found = self._search(M, margin + extra, limit, Z) if extra > 0 else None
         if found is None:
             extra = 0.0
-            found = self._search(M, margin, limit)
+            found = self._search(M, margin, limit, Z)
         if found is None:
             return None
         self.searches += 1
-        Z = self.transformed(M) if self.clusters is None else None
-        tdist = target_distances(Z, self.target_neighbors) if Z is not None else np.zeros((0, 0))
+        tdist = target_distances(Z, self.target_neighbors) if self.clusters is None else np.zeros((0, 0))
         self._last_search = KeptSearch(M.copy(), float(margin + extra), found, tdist)
         return _within(found, margin) if extra > 0 else found
 
-    def _search(self, M, margin, limit):
-        Z = self.transformed(M)
+    def _search(self, M, margin, limit, Z=None):
+        Z = self.transformed(M) if Z is None else Z
         if self._use_tree(Z.shape[-1]):
             from ...balltree import tree_active_triplets
 
