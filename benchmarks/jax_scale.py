@@ -144,7 +144,35 @@ def form_timings(P, M, reps=5):
     return out
 
 
-def run_large(X, y, device, time_limit):
+def _profiler():
+    """A running ``cProfile.Profile`` when ``$METRICOPT_PROFILE_DIR`` is set (where the timed solve's host time goes,
+    on a machine where only the log comes back), else ``None``."""
+    if not os.environ.get("METRICOPT_PROFILE_DIR"):
+        return None
+    import cProfile
+
+    prof = cProfile.Profile()
+    prof.enable()
+    return prof
+
+
+def _write_profile(prof, name):
+    """The 45 functions with the most cumulative and the 30 with the most own time, as text, in
+    ``$METRICOPT_PROFILE_DIR/profile.<name>.txt``."""
+    if prof is None:
+        return
+    import io
+    import pstats
+
+    prof.disable()
+    buf = io.StringIO()
+    stats = pstats.Stats(prof, stream=buf).strip_dirs()
+    stats.sort_stats("cumulative").print_stats(45)
+    stats.sort_stats("tottime").print_stats(30)
+    pathlib.Path(os.environ["METRICOPT_PROFILE_DIR"], f"profile.{name}.txt").write_text(buf.getvalue())
+
+
+def run_large(X, y, device, time_limit, warmup=10, forms=True):
     import jax
 
     import metricopt as mo
@@ -158,23 +186,28 @@ def run_large(X, y, device, time_limit):
         P = mo.LMNNProblem(X, y, k=K, mu=MU)
         P.target_neighbors  # noqa: B018
         t_targets = time.perf_counter() - t
-        phase(f"target neighbours: {t_targets:.1f} s; warm-up solve (10 iterations) ...")
+        phase(f"target neighbours: {t_targets:.1f} s; warm-up solve ({warmup} iterations) ...")
         t = time.perf_counter()
-        P.solve(backend="jax", tol=1e-3, max_iter=10)  # warm-up: compile the loop
+        if warmup:
+            prof = _profiler()
+            P.solve(backend="jax", tol=1e-3, max_iter=warmup)  # warm-up: compile the loop
+            _write_profile(prof, f"{len(X)}x{X.shape[1]}-warmup")
         phase(f"warm-up: {time.perf_counter() - t:.1f} s; timed solve ...")
         P = mo.LMNNProblem(X, y, k=K, mu=MU, target_neighbors=P.target_neighbors)
         hooks.reset()
         hooks.active = True
+        prof = _profiler()
         t = time.perf_counter()
         sol = P.solve(backend="jax", tol=1e-3, time_limit=time_limit, verbose=True)
         wall = time.perf_counter() - t
+        _write_profile(prof, f"{len(X)}x{X.shape[1]}")
         hooks.active = False
         phase(f"timed solve: {wall:.1f} s, {sol.status}")
     st = sol.stats
     from metricopt import costmodel
 
     with on_device(dev):
-        forms = form_timings(P, sol.M)
+        forms = form_timings(P, sol.M) if forms else {}
     chosen = [{"pair_capacity": k[5], "winner": w, "seconds": secs} for k, (w, secs) in costmodel.choices().items()
               if k[0] == "triplet_adjoint"]
     row = {"forms": forms, "chosen": chosen, "wall": wall, "status": str(sol.status), "gap": st.get("certificate_rel_gap"),
@@ -191,12 +224,16 @@ def run_large(X, y, device, time_limit):
     return row
 
 
-def one(name, device, time_limit, out_json):
+def one(name, device, time_limit, out_json, warmup=10, forms=True):
+    if os.environ.get("METRICOPT_PROFILE_DIR"):  # every thread's stack in the log every 20 s: a killed case shows where
+        import faulthandler
+
+        faulthandler.dump_traceback_later(20, repeat=True)
     t = time.perf_counter()
     X, y = case_data(name)
     phase(f"{name}: data {X.shape} in {time.perf_counter() - t:.1f} s")
     t = time.perf_counter()
-    row = run_digits(X, y) if name == "digits" else run_large(X, y, device, time_limit)
+    row = run_digits(X, y) if name == "digits" else run_large(X, y, device, time_limit, warmup, forms)
     row.update({"case": name, "n": int(X.shape[0]), "d": int(X.shape[1]), "peak_rss_mb": peak_rss_mb(),
                 "case_s": time.perf_counter() - t})
     pathlib.Path(out_json).write_text(json.dumps(row))
@@ -236,11 +273,15 @@ def main(argv=None):
     ap.add_argument("--case-timeout", type=float, default=900.0, help="kill a case's process after this (s)")
     ap.add_argument("--out", default=str(HERE / "results" / "jax_scale.md"))
     ap.add_argument("--append", action="store_true")
+    ap.add_argument("--warmup-iter", type=int, default=10,
+                    help="iterations of the warm-up solve before each large case's timed one (0: none, the "
+                         "compilation then inside the timed solve)")
+    ap.add_argument("--skip-forms", action="store_true", help="no form_timings after the large solves")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--json", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:
-        return one(args.one, args.device, args.time_limit, args.json)
+        return one(args.one, args.device, args.time_limit, args.json, args.warmup_iter, not args.skip_forms)
     import jax
 
     import metricopt
@@ -252,6 +293,7 @@ def main(argv=None):
     for name in args.cases:
         out_json = pathlib.Path(args.out).with_suffix(f".{name}.{args.device}.json")
         cmd = [sys.executable, __file__, "--one", name, "--device", args.device, "--time-limit", str(args.time_limit),
+               "--warmup-iter", str(args.warmup_iter), *(["--skip-forms"] if args.skip_forms else []),
                "--json", str(out_json)]
         t = time.perf_counter()
         log = pathlib.Path(args.out).with_suffix(f".{name}.{args.device}.log")
@@ -271,7 +313,8 @@ def main(argv=None):
     head = [
         "# LMNN's JAX solve at scale (issue 32)", "",
         "Each case in a fresh process; see `benchmarks/jax_scale.py`'s docstring for the cases and the columns. "
-        "Large cases: `solve(backend=\"jax\", tol=1e-3)` after a 10-iteration warm-up; *outside* is the share of the "
+        "Large cases: `solve(backend=\"jax\", tol=1e-3)` after a warm-up of `--warmup-iter` iterations (10 unless the "
+        "command says otherwise; with none, the compilation is inside the timed solve); *outside* is the share of the "
         "wall time not spent in the jitted chunks (re-checks, certificates, host work, compilation).", "",
         "| case (n x d) | machine | result | wall s | jitted chunks s | re-checks s | certificates s | compile s "
         "| outside the jitted loop | final active set | peak host MB | peak device MB | target |",
@@ -284,7 +327,7 @@ def main(argv=None):
              "| case | machine | active (capacity) | gather: margins / value+grad ms | pairs: margins / value+grad ms "
              "| laplacian: margins / value+grad ms | chosen in the solve |", "|---|---|---|---|---|---|---|"]
     for r in rows:
-        if "forms" not in r:
+        if not r.get("forms"):
             continue
         f = r["forms"]
         cells = " | ".join(f"{f[k]['margins_ms']:.1f} / {f[k]['value_grad_ms']:.1f}" for k in ("gather", "pairs", "laplacian"))

@@ -35,11 +35,15 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
+
+from .setops import sorted_unique
 
 _U = np.finfo(np.float64).eps / 2
 
@@ -63,6 +67,10 @@ GROUP_ROWS = {"cpu": 2048, "gpu": 8192, "cuda": 8192, "rocm": 8192, "tpu": 8192}
 
 #: device calls dispatched before their results are read back (the device works ahead of the host)
 WINDOW = 16
+
+#: threads for the host's part of a window of device calls, one block at a time (recomputing the candidates' ``h``
+#: with NumPy), at most the machine's cores
+HOST_THREADS = 8
 
 # capacities (chunks, pairs) of the last search of each shape: the first guess of the next one
 _CAPACITY: dict[tuple, tuple[int, int]] = {}
@@ -473,6 +481,7 @@ def _groups(Z, y, targets, margin, block, clusters, mesh, limit):
             if found + sure > limit:
                 yield None
                 return
+        read = []
         for st, out, used in pending:
             got = [np.asarray(o) for o in out[:5]]
             # too small a capacity: run again with more (pairs are counted in the listed chunks only, so a
@@ -482,39 +491,62 @@ def _groups(Z, y, targets, margin, block, clusters, mesh, limit):
                 bucket = min(max(bucket, _pow2(2 * int(got[1].max()))), _pow2(b * N))
                 used = (cb, bucket)
                 got = [np.asarray(o) for o in run(st, cb, bucket)[:5]]
-            n_chunks, n_pairs, ii, ll, h = got
-            max_cb, max_bucket = max(max_cb, int(n_chunks.max())), max(max_bucket, int(n_pairs.max()))
+            max_cb, max_bucket = max(max_cb, int(got[0].max())), max(max_bucket, int(got[1].max()))
             _remember(key, cb, bucket, max_cb, max_bucket)
-            parts = []
-            for blk in np.flatnonzero(n_pairs):  # the blocks in order, each in iter_triplets' order
-                m = int(n_pairs[blk])
-                i = ii[blk, :m].astype(np.int64) + int(st[blk])
-                l_ = ll[blk, :m].astype(np.int64)
-                # the device's h decides within the slack only; h itself is recomputed with NumPy's expressions
-                near = np.any(h[blk, :m] > (-margin - 1e-9 * (host_norms[i] + host_norms[l_] + 1.0))[:, None], axis=1)
-                if not np.any(near):
-                    continue
-                i, l_ = i[near], l_[near]
-                I = np.unique(i)
-                if cl is None:
-                    Tz = Zs[0][T[I]] - Zs[0][I][:, None, :]
-                    dl = Zs[0][i] - Zs[0][l_]
-                else:
-                    cT = cl[T[I]]
-                    Tz = Zs[cT, T[I]] - Zs[cT, I[:, None]]
-                    dl = Zs[cl[l_], i] - Zs[cl[l_], l_]
-                dt = np.einsum("bkd,bkd->bk", Tz, Tz)[np.searchsorted(I, i)]
-                dl2 = np.einsum("md,md->m", dl, dl)
-                for kk in range(k):
-                    hk = 1.0 + dt[:, kk] - dl2
-                    keep = hk > -margin
-                    if np.any(keep):
-                        ik = i[keep]
-                        parts.append((ik, T[ik, kk], l_[keep], hk[keep]))
+            read.append((st, got))
+
+        # the host's part, block by block (NumPy, which releases the GIL), on a few threads; the groups in order
+        blocks = [(c_, blk) for c_, (_, got) in enumerate(read) for blk in np.flatnonzero(got[1])]
+
+        def host(item):
+            st, got = read[item[0]]
+            return _host_block(int(st[item[1]]), [g[item[1]] for g in got[1:]], Zs, cl, T, k, margin, host_norms)
+
+        threads = min(len(blocks), HOST_THREADS, os.cpu_count() or 1)
+        if threads > 1:
+            with ThreadPoolExecutor(threads) as pool:
+                done = list(pool.map(host, blocks))
+        else:
+            done = [host(item) for item in blocks]
+        for c_ in range(len(read)):
+            parts = [part for (cc, _), block in zip(blocks, done) if cc == c_ for part in block]
             if parts:
                 group = tuple(np.concatenate([p[q] for p in parts]) for q in range(4))
                 found += group[0].size
                 yield group
+
+
+def _host_block(start, got, Zs, cl, T, k, margin, host_norms):
+    """The triplets of one block of a device call of :func:`_groups` (anchors from row ``start``; ``got``: its
+    pair count, candidates and device hinge values) with ``h`` recomputed on the host with NumPy's expressions, in
+    :func:`metricopt.constraints.iter_triplets`' order: a list of ``(i, j, l, h)`` parts, one per target slot."""
+    m, ii, ll, h = got
+    m = int(m)
+    i = ii[:m].astype(np.int64) + start
+    l_ = ll[:m].astype(np.int64)
+    # the device's h decides within the slack only; h itself is recomputed with NumPy's expressions
+    near = np.any(h[:m] > (-margin - 1e-9 * (host_norms[i] + host_norms[l_] + 1.0))[:, None], axis=1)
+    if not np.any(near):
+        return []
+    i, l_ = i[near], l_[near]
+    I = sorted_unique(i)  # the anchors come sorted: no hash table, no sort
+    if cl is None:
+        Tz = Zs[0][T[I]] - Zs[0][I][:, None, :]
+        dl = Zs[0][i] - Zs[0][l_]
+    else:
+        cT = cl[T[I]]
+        Tz = Zs[cT, T[I]] - Zs[cT, I[:, None]]
+        dl = Zs[cl[l_], i] - Zs[cl[l_], l_]
+    dt = np.einsum("bkd,bkd->bk", Tz, Tz)[np.searchsorted(I, i)]
+    dl2 = np.einsum("md,md->m", dl, dl)
+    parts = []
+    for kk in range(k):
+        hk = 1.0 + dt[:, kk] - dl2
+        keep = hk > -margin
+        if np.any(keep):
+            ik = i[keep]
+            parts.append((ik, T[ik, kk], l_[keep], hk[keep]))
+    return parts
 
 
 def device_active_triplets(Z: ArrayLike, y: ArrayLike, targets: ArrayLike, margin: float = 0.0,

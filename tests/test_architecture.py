@@ -16,7 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "metricopt"
 
 #: layers, bottom first: a module may import its own layer or the ones below it
 LAYERS = [
-    ["errors", "protocols", "linalg", "_validation", "_version", "_deadline", "options", "_lazy", "costmodel"],
+    ["errors", "protocols", "linalg", "_validation", "_version", "_deadline", "options", "_lazy", "costmodel", "setops"],
     ["constraints", "knn", "balltree", "datasets", "search"],
     ["problems", "losses"],
     ["solution"],

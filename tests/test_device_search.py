@@ -129,6 +129,24 @@ def test_triplets_match_reference_and_numpy(kind, k, margin):
     assert device_hinge_total(Z, y, T) == constraints.hinge_total(Z, y, T, device=False)
 
 
+@pytest.mark.parametrize("threads", [1, 4])
+def test_the_host_part_on_threads_keeps_the_order(monkeypatch, threads):
+    """The host recomputes each block's hinge values on HOST_THREADS threads; the triplets come out in the NumPy
+    search's order with its values, bit for bit, whatever the number of threads."""
+    import metricopt.search as search
+
+    monkeypatch.setattr(search, "HOST_THREADS", threads)
+    monkeypatch.setattr(search.os, "cpu_count", lambda: 8)
+    X, y = data("float", 90, 3, 3, seed=5)
+    T = ref_targets(X, y, 3)
+    for block in (1, 4):
+        found = device_active_triplets(X, y, T, 0.4, block=block)
+        npy = constraints.active_triplets(X, y, T, 0.4, block_size=block, device=False)
+        assert found[0].size > 100
+        for a, b in zip(found, npy):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_limit():
     X, y = data("float", 60, 3, 3, seed=4)  # the shapes of the tests above: no new compilation
     T = ref_targets(X, y, 3)

@@ -198,3 +198,21 @@ def test_far_from_certifying_a_solvers_interim_certificate_tries_no_restricted_p
     assert calls
     exact = p.solve(backend="cvxpy", solver="CLARABEL", tol=1e-8)
     assert max(lower, full) <= exact.objective + 1e-9 * abs(exact.objective)
+
+
+def test_far_from_certifying_the_bands_program_keeps_few_free_multipliers(wine_std):
+    """In the same case the band's restricted program keeps at most FAR_MAX_FREE free multipliers (a smaller program,
+    a valid looser bound); a direct call keeps them all. Both bounds stay below the exact optimum."""
+    X, y = wine_std
+    p = metricopt.LMNNProblem(X, y, k=3, mu=0.5)
+    summary = dual_summary(p)
+    start = 0.05 * np.eye(p.d)
+    V, upper = p.point(start), p.objective(start)
+    with triplets.narrow_only(), triplets.ramp_hint(0.5, 1.0, 2.0):
+        lower, info = triplets.lmnn_lower_bound(p, V, upper, band=0.5, summary=summary, tol=1e-3)
+    with triplets.ramp_hint(0.5, 1.0, 2.0):
+        full, full_info = triplets.lmnn_lower_bound(p, V, upper, band=0.5, summary=summary, tol=1e-3)
+    assert info["triplets near margin (alpha free)"] == triplets.FAR_MAX_FREE
+    assert full_info["triplets near margin (alpha free)"] > triplets.FAR_MAX_FREE
+    exact = p.solve(backend="cvxpy", solver="CLARABEL", tol=1e-8)
+    assert max(lower, full) <= exact.objective + 1e-9 * abs(exact.objective)

@@ -317,6 +317,75 @@ def test_certificate_estimate_is_the_median_of_the_last_three(monkeypatch):
     assert sched.recent == [1.0, 1.0, 0.5]
 
 
+def test_certificate_estimate_scales_to_the_active_set(monkeypatch):
+    """A certificate measured at a large active set (a solve's first, at its start) is scaled by the a-priori model
+    CERTIFY_SECONDS + CERTIFY_SECONDS_PER_UNIT x active x d^2 to the set now: it does not hold back the cheaper ones
+    that follow (synthetic 20,000 x 50 on an H100: 12 s at 1.19 million triplets, then no certificate in the 33 s
+    that followed at about 100,000, and the solve ended uncertified)."""
+    from types import SimpleNamespace
+
+    from metricopt.backends.jax import driver
+
+    d = 50
+    sched = driver.CertificateSchedule(SimpleNamespace(n=20_000, d=d), SimpleNamespace(certify_every=10,
+                                                                                       deterministic=False))
+    assert sched.timed_spacing
+    model = lambda a: driver.CERTIFY_SECONDS + driver.CERTIFY_SECONDS_PER_UNIT * a * d * d
+    assert sched.expected(100_000) == pytest.approx(model(100_000))  # nothing measured yet
+    clock = iter([12.0, 12.0])  # two reads in took(): it ended at 12 s
+    monkeypatch.setattr(driver.time, "perf_counter", lambda: next(clock))
+    sched.took(0.0, active=1_190_000)
+    sched.record(SimpleNamespace(rel_gap=0.9), {"M": None}, 0)
+    small = 12.0 * model(100_000) / model(1_190_000)
+    assert sched.expected(100_000) == pytest.approx(small) and small < 2.0
+    assert sched.expected(1_190_000) == pytest.approx(12.0)
+    assert sched.estimate(search=1.0, active=100_000, d=d) == pytest.approx(driver.ESTIMATE_MARGIN * small)
+    # timed spacing waits CERTIFY_SHARE times the expected cost at the set now, not the last certificate's 12 s
+    assert sched.due(100, now=12.0 + driver.CERTIFY_SHARE * small + 0.01, active=100_000)
+    assert not sched.due(100, now=12.0 + driver.CERTIFY_SHARE * small + 0.01)  # unscaled: 36 s
+    assert not sched.due(100, now=12.0 + driver.CERTIFY_SHARE * small - 0.01, active=100_000)
+
+
+def test_the_search_prior_follows_where_the_search_runs(monkeypatch):
+    """Before a search is measured, its cost is the a-priori unit x n^2 d: the CPU's, or the accelerator's where the
+    device search runs on a GPU (the CPU's refused a 60 s solve at 60,000 x 164 on an H100 before its first search,
+    estimating 177 s; a search took 11.5 s there)."""
+    import metricopt.search
+    from metricopt.backends.jax import driver
+
+    rng = np.random.default_rng(0)
+    p = mo.LMNNProblem(rng.standard_normal((60, 4)), np.arange(60) % 3, k=2)
+    unit = 60.0 * 60.0 * 4.0
+    monkeypatch.setenv("METRICOPT_DEVICE_SEARCH", "1")
+    assert driver.search_prior(p) == pytest.approx(driver.SEARCH_SECONDS_PER_UNIT * unit)  # the CPU device
+    monkeypatch.setattr(metricopt.search, "default_platform", lambda: "gpu")
+    assert driver.search_prior(p) == pytest.approx(driver.SEARCH_SECONDS_PER_UNIT_ACCELERATOR * unit)
+    monkeypatch.setenv("METRICOPT_DEVICE_SEARCH", "0")  # a host search on a GPU machine: the CPU's unit
+    assert driver.search_prior(p) == pytest.approx(driver.SEARCH_SECONDS_PER_UNIT * unit)
+
+
+def test_the_first_chunks_rate_follows_where_the_iterations_run(monkeypatch):
+    """Before a chunk is measured its rate is a-priori, per unit of capacity x d^2: the CPU's unit, or the
+    accelerator's on a GPU (the CPU's gave 180 s an iteration at 60,000 x 164 with 9.2 million triplets on an H100 and
+    refused the first chunk of a 150 s solve; a gradient there took 0.039 s)."""
+    from types import SimpleNamespace
+
+    from metricopt.backends.jax import driver
+
+    monkeypatch.setattr(driver, "_loop_key", lambda run, actives: "compiled")
+    monkeypatch.setattr(driver, "_COMPILED", {"compiled"})
+    actives = [{"mask": np.zeros(2 ** 24)}, None]
+    run = SimpleNamespace(chunk_rate=None, problem=SimpleNamespace(d=164), platform="cpu")
+    unit = 2.0 ** 24 * 164 ** 2 * driver.ESTIMATE_MARGIN
+    assert driver.Run.chunk_seconds(run, actives) == (pytest.approx(driver.ITERATION_SECONDS_PER_UNIT * unit), 0.0,
+                                                      False)
+    run.platform = "gpu"
+    rate, _, _ = driver.Run.chunk_seconds(run, actives)
+    assert rate == pytest.approx(driver.ITERATION_SECONDS_PER_UNIT_ACCELERATOR * unit) and rate < 1.0
+    run.chunk_rate = 0.2  # measured: the platform no longer matters
+    assert driver.Run.chunk_seconds(run, actives)[0] == pytest.approx(driver.ESTIMATE_MARGIN * 0.2)
+
+
 def test_jax_refuses_a_search_that_would_fill_the_memory(digits20, monkeypatch):
     """The triplet search stops at the memory's triplet limit and the solve is refused with the numbers, instead of
     filling the memory."""

@@ -110,6 +110,16 @@ def test_pair_arrays_hold_each_distinct_impostor_pair_once_and_shard_evenly():
     X = p.X_lifted
     np.testing.assert_array_equal(act["DU"][act["u"][:size]], X[act["i"][:size]] - X[act["l"][:size]])
     assert not act["DU"][npairs:].any()
+    # the solver's sets hold the pairs' rows; their differences, formed on the device, are the host's bit for bit
+    dev, dsize, _, _ = p.hinge.jax_active_set(p, np.eye(p.d), 1e12, form="pairs", multiple=4, min_pair_capacity=8,
+                                              device_pairs=True)
+    assert dsize == size and "DU" not in dev and dev["DU_rows"].shape == (pcap, 2)
+    assert type(p.hinge).pair_capacity(dev) == pcap == type(p.hinge).pair_capacity(act)
+    with jax.enable_x64(True):
+        moved = type(p.hinge).to_device(dev, X)
+        assert set(moved) == set(act) and moved["DU"].dtype == np.float64
+        for key in act:
+            np.testing.assert_array_equal(np.asarray(moved[key]), act[key])
 
 
 def test_unknown_form_is_refused():
@@ -212,4 +222,27 @@ def test_the_pair_bucket_moves_down_to_its_headroom(monkeypatch):
     fit = 1 << (int(driver.PAIR_HEADROOM * pairs) - 1).bit_length()
     assert fit == wide // 2 and sets.pair_capacity[idx] == fit
     sets.rebuild(M, width, 200, False)  # the set in its new bucket: kept
-    assert sets.current[idx]["DU"].shape[0] == fit and sets.pair_capacity[idx] == fit
+    assert type(hinge).pair_capacity(sets.current[idx]) == fit and sets.pair_capacity[idx] == fit
+
+
+def test_a_clear_winner_decides_for_the_buckets_near_it(monkeypatch):
+    """A measurement won by at least CLEAR_WIN decides for keys its predicate accepts; a close call does not. The
+    Laplacian check then times nothing for a bucket within a factor 2 of a clear measurement on the same points."""
+    monkeypatch.setattr(costmodel, "_CHOICES", {})
+    p = _tied_problem(n=80)
+    act, size, _, _ = p.hinge.jax_active_set(p, np.eye(p.d), 1e12, form="pairs")
+    X = p.X_lifted
+    n_targets = p.target_neighbors.size
+    near = ("triplet_adjoint", jax.devices()[0].platform, X.shape[0], X.shape[1], 2 * act["i"].shape[0],
+            act["DU"].shape[0], n_targets)
+    costmodel._CHOICES[near] = ("laplacian", {"pairs": 2.0, "laplacian": 1.0})
+    assert costmodel.decided(lambda k: k == near) == "laplacian"
+    assert costmodel.decided(lambda k: False) is None
+    monkeypatch.setattr(costmodel, "cheapest", lambda *a, **k: pytest.fail("timed a decided bucket"))
+    pairs = act["DU"].shape[0]
+    ui, ul = np.zeros(pairs, np.int32), np.zeros(pairs, np.int32)
+    assert TripletLoss._laplacian_measured_faster(act, X, ui, ul, n_targets)
+    costmodel._CHOICES[near] = ("laplacian", {"pairs": 1.2, "laplacian": 1.0})  # a close call decides nothing
+    assert costmodel.decided(lambda k: k == near) is None
+    with pytest.raises(pytest.fail.Exception, match="timed a decided bucket"):
+        TripletLoss._laplacian_measured_faster(act, X, ui, ul, n_targets)

@@ -39,6 +39,7 @@ from .._validation import as_real_array, check_real
 from ..errors import InputError
 from ..losses import Hinge, ScalarLoss, SmoothHinge, SquaredHinge, as_loss, smoothed_hinge
 from ..protocols import DualPiece
+from ..setops import member
 
 from typing import TYPE_CHECKING
 
@@ -53,6 +54,19 @@ else:
 def _pair_differences(problem, pairs):
     """``x_a - x_b`` for each pair (rows), the JAX pieces' data for pair terms."""
     return problem.X[pairs[:, 0]] - problem.X[pairs[:, 1]]
+
+
+def _row_differences(X, rows):
+    """``X[rows[:, 0]] - X[rows[:, 1]]`` on the device (jitted once per shape)."""
+    global _ROW_DIFFERENCES
+    if _ROW_DIFFERENCES is None:
+        import jax
+
+        _ROW_DIFFERENCES = jax.jit(lambda X, r: X[r[:, 0]] - X[r[:, 1]])
+    return _ROW_DIFFERENCES(X, rows)
+
+
+_ROW_DIFFERENCES = None
 
 
 def _anchor_weights(problem, i):
@@ -781,7 +795,7 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         if ws.shape[0]:
             n = problem.n
             key = lambda t: (t[:, 0] * n + t[:, 1]) * n + t[:, 2]
-            new = ~np.isin(key(cand), key(ws))
+            new = ~member(key(cand), key(ws))
         else:
             new = np.ones(cand.shape[0], dtype=bool)
         worst = float(h[new].max()) if np.any(new) else -np.inf
@@ -837,7 +851,7 @@ class TripletLoss(Term, metaclass=_TripletLossType):
 
     def jax_active_set(self, problem: Any, M: np.ndarray, margin: float, min_capacity: int = 256, multiple: int = 1,
                        limit: int | None = None, min_pair_capacity: int = 256,
-                       form: str = "auto") -> tuple[dict, int, float, np.ndarray] | None:
+                       form: str = "auto", device_pairs: bool = False) -> tuple[dict, int, float, np.ndarray] | None:
         """The triplets with hinge argument ``h > -margin`` at ``M`` (a full blocked search with
         :func:`metricopt.constraints.active_triplets`, memory ``O(block * n)``), padded to a
         bucketed capacity (the next power of two) so that the jitted loop compiles once per
@@ -878,6 +892,11 @@ class TripletLoss(Term, metaclass=_TripletLossType):
             The smallest padded capacity of the distinct impostor pairs (pair forms).
         form : {"auto", "pairs", "laplacian", "gather"}, default "auto"
             The JAX piece's form (above).
+        device_pairs : bool, default False
+            In the pair forms, hold the distinct pairs' rows ``DU_rows`` (int32, ``(capacity, 2)``, padding ``(0, 0)``)
+            instead of their differences ``DU``: :meth:`to_device` then forms ``DU`` on the device, from the points
+            already there (at 60,000 x 164 and 2 million pairs, ``DU`` is 2.7 GB that the host would otherwise gather,
+            pad and copy at every re-check).
 
         Returns
         -------
@@ -904,7 +923,7 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         active["mask"][:size] = 1.0 if w is None else w  # weight-0 anchors: never found (see find_triplets)
         Xl = problem.X_lifted
         if form != "gather" and not (form == "auto" and self.jax_dense(Xl.shape[0], cap)):
-            self._pair_arrays(active, size, Xl, T.size, min_pair_capacity, multiple, form)
+            self._pair_arrays(active, size, Xl, T.size, min_pair_capacity, multiple, form, device_pairs)
         hp = np.full(cap, -np.inf)
         hp[:size] = h
         pos = h > 0
@@ -914,10 +933,11 @@ class TripletLoss(Term, metaclass=_TripletLossType):
 
     @staticmethod
     def _pair_arrays(active: dict, size: int, X: np.ndarray, n_targets: int, min_capacity: int, multiple: int,
-                     form: str) -> None:
+                     form: str, device_pairs: bool = False) -> None:
         """Add the distinct impostor pairs of ``active``'s first ``size`` triplets (rows of the lifted points
-        ``X``): ``DU`` (their differences, padded with zero rows), ``u`` (each triplet's pair), and for the
-        Laplacian form ``ui``, ``ul``; see :meth:`jax_active_set`."""
+        ``X``): ``DU`` (their differences, padded with zero rows; with ``device_pairs`` their rows ``DU_rows``
+        instead), ``u`` (each triplet's pair), and for the Laplacian form ``ui``, ``ul``; see
+        :meth:`jax_active_set`."""
         n = X.shape[0]
         key = active["i"][:size].astype(np.int64) * n + active["l"][:size]
         pairs, inverse = np.unique(key, return_inverse=True)
@@ -925,11 +945,16 @@ class TripletLoss(Term, metaclass=_TripletLossType):
         pcap = max(int(min_capacity), 1 << max(npairs - 1, 0).bit_length())
         pcap = -(-pcap // multiple) * multiple
         a, b = pairs // n, pairs % n
-        DU = np.zeros((pcap, X.shape[1]))
-        DU[:npairs] = X[a] - X[b]
+        if device_pairs:
+            rows = np.zeros((pcap, 2), np.int32)
+            rows[:npairs, 0], rows[:npairs, 1] = a, b
+            active["DU_rows"] = rows
+        else:
+            DU = np.zeros((pcap, X.shape[1]))
+            DU[:npairs] = X[a] - X[b]
+            active["DU"] = DU
         active["u"] = np.zeros(active["i"].shape[0], np.int32)
         active["u"][:size] = inverse.reshape(-1)
-        active["DU"] = DU
         ui, ul = np.zeros(pcap, np.int32), np.zeros(pcap, np.int32)
         ui[:npairs], ul[:npairs] = a, b
         worth = 2.0 * (pcap + n_targets) * X.shape[1] ** 2 >= TripletLoss.MEASURE_ABOVE
@@ -942,31 +967,84 @@ class TripletLoss(Term, metaclass=_TripletLossType):
                                    n_targets: int) -> bool:
         """Whether the Laplacian form of :meth:`jax_adjoint` ran faster than the pair form on these arrays
         (:func:`metricopt.costmodel.cheapest`: timed once per device, shapes and process; the target pairs are
-        stood in for by as many random pairs of the points)."""
+        stood in for by as many random pairs of the points), unless a bucket within a factor 2 of these capacities
+        was measured with a clear winner (:func:`metricopt.costmodel.decided`)."""
         import jax
         import jax.numpy as jnp
 
         from .. import costmodel
 
         n, d = X.shape
-        key = ("triplet_adjoint", jax.devices()[0].platform, n, d, active["i"].shape[0], active["DU"].shape[0],
-               n_targets)
+        key = ("triplet_adjoint", jax.devices()[0].platform, n, d, active["i"].shape[0],
+               TripletLoss.pair_capacity(active), n_targets)
         known = costmodel.choices().get(key)
         if known is not None:  # measured already: no arrays to build or move to the device
             return known[0] == "laplacian"
+
+        def close(other):  # the same computation, device, points and targets; capacities within a factor 2
+            return (len(other) == len(key) and other[:4] == key[:4] and other[6] == key[6]
+                    and all(0.5 <= other[q] / max(key[q], 1) <= 2.0 for q in (4, 5)))
+
+        clear = costmodel.decided(close)
+        if clear is not None:  # a nearby bucket's clear winner (CLEAR_WIN): not timed again
+            return clear == "laplacian"
         rng = np.random.default_rng(0)
         Ta, Tb = (rng.integers(0, n, n_targets).astype(np.int32) for _ in range(2))
         with jax.enable_x64(True):
             Xc = X - X.mean(axis=0)
             data = {"Xc": jnp.asarray(Xc), "DT": jnp.asarray(Xc[Ta] - Xc[Tb]), "Ta": jnp.asarray(Ta),
                     "Tb": jnp.asarray(Tb)}
-            pairs = {k: jnp.asarray(v) for k, v in active.items()}
+            pairs = TripletLoss.to_device(active, X)
             laplacian = {**pairs, "ui": jnp.asarray(ui), "ul": jnp.asarray(ul)}
             w = jnp.asarray(active["mask"] * rng.random(active["mask"].shape[0]))
             adjoint = jax.jit(TripletLoss.jax_adjoint)
             winner = costmodel.cheapest(key, {"pairs": lambda: adjoint(data, pairs, w),
                                               "laplacian": lambda: adjoint(data, laplacian, w)})
         return winner == "laplacian"
+
+    @staticmethod
+    def pair_capacity(active: dict) -> int:
+        """The distinct pairs' padded capacity of an active set in a pair form (``DU`` or ``DU_rows``), else 0.
+
+        Parameters
+        ----------
+        active : dict
+            An active set of :meth:`jax_active_set`.
+
+        Returns
+        -------
+        int
+            The capacity.
+        """
+        for key in ("DU", "DU_rows"):
+            if key in active:
+                return int(active[key].shape[0])
+        return 0
+
+    @staticmethod
+    def to_device(active: dict, X: Any) -> dict:
+        """The active set as JAX arrays: a set holding its distinct pairs' rows (``DU_rows``, :meth:`jax_active_set`
+        with ``device_pairs``) gets their differences ``DU = X[a] - X[b]`` formed on the device (the same
+        subtractions as on the host, bit for bit; padding rows ``(0, 0)`` give zero rows).
+
+        Parameters
+        ----------
+        active : dict
+            An active set of :meth:`jax_active_set` (NumPy arrays).
+        X : (n, d) array_like
+            The (lifted) points, a JAX array already on the device or a NumPy array.
+
+        Returns
+        -------
+        dict
+            JAX arrays, ``DU`` in place of ``DU_rows``.
+        """
+        import jax.numpy as jnp
+
+        out = {k: jnp.asarray(v) for k, v in active.items() if k != "DU_rows"}
+        if "DU_rows" in active:
+            out["DU"] = _row_differences(jnp.asarray(X), jnp.asarray(active["DU_rows"]))
+        return out
 
     @staticmethod
     def jax_dense(n: int, capacity: int) -> bool:

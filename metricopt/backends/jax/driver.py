@@ -25,8 +25,10 @@ from ...certify.certificate import Verdict
 from ...certify import policy
 from ...certify.policy import NoCertificate, Outcome, SolverReport
 from ...errors import InputError
+from ...problems.terms import TripletLoss
 from ...protocols import CertifiableTerm, DualPiece, TripletProblem
 from ...solution import Solution
+from ...setops import member
 from .prox import plan
 
 #: consecutive chunks without any change of M after which the solve is declared stalled
@@ -86,7 +88,16 @@ MID_CERTIFY_SHARE = 0.5
 #: sets' capacity x d^2 (2^19 triplets: 0.37 s, 2.8e-10); compiling the loop for a capacity bucket not yet compiled
 #: in the process, the most measured so far or COMPILE_SECONDS (measured 0.5-2.3 s on 2 loaded cores, d = 20-50)
 SEARCH_SECONDS_PER_UNIT = 3e-10
+#: the same where the search runs on an accelerator (:func:`metricopt.constraints.use_device_search` on a GPU or TPU):
+#: the device's pass is a small part, the host's handling of what it finds the rest (one H100, 16 host cores: 60,000 x
+#: 164 from the scaled identity, 11.5 s a search, 2.0e-11 per unit; 20,000 x 50, 0.23 s, 1.2e-11). The CPU's unit
+#: refused a 60 s solve at 60,000 x 164 before its first search (an estimated 177 s)
+SEARCH_SECONDS_PER_UNIT_ACCELERATOR = 3e-11
 ITERATION_SECONDS_PER_UNIT = 4e-10
+#: the same on an accelerator (one H100: a gradient over 9.2 million triplets at 60,000 x 164, capacity 2^24, in the
+#: pair form took 0.039 s, 8.7e-14 per unit; an iteration is a few evaluations). The CPU's unit gave 180 s an iteration
+#: there and refused the first chunk of a 150 s solve
+ITERATION_SECONDS_PER_UNIT_ACCELERATOR = 1e-12
 COMPILE_SECONDS = 2.0
 #: what no limit interrupts is started only when this many times its estimate ends by its deadline: a loaded machine's
 #: speed changes between two measurements (a search of 8,000 synthetic points on 2 cores shared with other jobs took
@@ -114,8 +125,9 @@ _COMPILE_SECONDS: list = []
 
 
 def search_prior(problem: Any) -> float:
-    """The a-priori seconds of a search of all triplets of ``problem`` (:data:`SEARCH_SECONDS_PER_UNIT` x n^2 d),
-    0 for a problem without a working set (its re-check evaluates pairs or terms, not a search).
+    """The a-priori seconds of a search of all triplets of ``problem`` (:data:`SEARCH_SECONDS_PER_UNIT` x n^2 d, or
+    :data:`SEARCH_SECONDS_PER_UNIT_ACCELERATOR` where the search runs on a GPU or TPU), 0 for a problem without a
+    working set (its re-check evaluates pairs or terms, not a search).
 
     Parameters
     ----------
@@ -129,8 +141,12 @@ def search_prior(problem: Any) -> float:
     """
     if not any(t.uses_working_set for t in problem.terms):
         return 0.0
+    from ...constraints import use_device_search
+    from ...search import default_platform
+
     n, d = float(problem.n), float(problem.d)
-    return SEARCH_SECONDS_PER_UNIT * n * n * d
+    on_accelerator = default_platform() != "cpu" and use_device_search(problem.n, problem.d)
+    return (SEARCH_SECONDS_PER_UNIT_ACCELERATOR if on_accelerator else SEARCH_SECONDS_PER_UNIT) * n * n * d
 
 
 def _loop_key(run, actives):
@@ -148,7 +164,7 @@ def _new_violators(old, new, h):
     key = lambda a: a["p"][a["mask"] > 0].astype(np.int64) * (1 << 31) + a["l"][a["mask"] > 0]
     viol = (h > 0) & (new["mask"] > 0)
     knew = new["p"][viol].astype(np.int64) * (1 << 31) + new["l"][viol]
-    return int(np.sum(~np.isin(knew, key(old))))
+    return int(np.sum(~member(knew, key(old))))
 
 
 def memory_check(problem: Any, terms: Any, data: Any, capacity: int) -> Any:
@@ -206,6 +222,7 @@ class ActiveSets:
         self.sizes, self.saved_sizes = {}, {}
         self.d2 = float(problem.d) ** 2
         self.data = ()  # the terms' arrays (for the memory estimate of a larger bucket; set by the Run)
+        self.X_device = None  # the lifted points on the device (the pair forms' differences are formed there)
 
     def rebuild(self, M: np.ndarray, width: float, it: int, guard: bool) -> tuple[list, int, float, int, bool]:
         """Search every triplet at ``M`` within ``width`` and rebuild the active sets (device arrays); with
@@ -239,7 +256,6 @@ class ActiveSets:
             Whether the guard stopped the search (the other items are then partial).
         """
         import jax
-        import jax.numpy as jnp
 
         actives: list
         actives, sizes, obj, new_viol = [], 0, 0.0, 0
@@ -254,7 +270,7 @@ class ActiveSets:
             limit = min((x for x in (guard_limit, memory_limit) if x is not None), default=None)
             found = t.jax_active_set(self.problem, M, width, min_capacity=self.capacity.get(idx, MIN_CAPACITY),
                                      multiple=self.n_dev, limit=limit,
-                                     min_pair_capacity=self.pair_capacity.get(idx, MIN_CAPACITY))
+                                     min_pair_capacity=self.pair_capacity.get(idx, MIN_CAPACITY), device_pairs=True)
             if found is None:
                 if guard_limit is not None:  # the chunk stepped too far (the set exploded, or outgrew the memory):
                     return actives, sizes, obj, new_viol, True  # rolled back to shorter steps
@@ -275,14 +291,14 @@ class ActiveSets:
             self.capacity[idx] = max(MIN_CAPACITY, 1 << (2 * size - 1).bit_length()) if shrink else cap
             if shrink:
                 self.bucket_since[idx] = it
-            if "DU" in act:  # the distinct pairs' bucket: kept, or moved down once settled (PAIR_HEADROOM)
+            pcap = TripletLoss.pair_capacity(act)
+            if pcap:  # the distinct pairs' bucket: kept, or moved down once settled (PAIR_HEADROOM)
                 pairs = int(act["u"][:size].max()) + 1 if size else 0
-                pcap = act["DU"].shape[0]
                 fit = max(MIN_CAPACITY, 1 << (int(PAIR_HEADROOM * pairs) - 1).bit_length()) if pairs else MIN_CAPACITY
                 self.pair_capacity[idx] = fit if settled and 2 * fit <= pcap else pcap
             new_viol += _new_violators(self.current.get(idx), act, h)
             self.current[idx] = act
-            act_j = {k: jnp.asarray(v) for k, v in act.items()}
+            act_j = self.to_device(act)
             actives.append(act_j if self.split is None else jax.device_put(act_j, self.split))
             sizes += size
             obj += val
@@ -304,10 +320,28 @@ class ActiveSets:
         tuple
             Per term, a dict of JAX arrays or ``None``.
         """
+        actives = [self.current.get(i) for i in range(len(self.terms))]
+        return tuple(None if a is None else self.to_device(a) for a in actives)
+
+    def to_device(self, act: dict) -> dict:
+        """An active set as JAX arrays, its pair differences formed on the device (:meth:`TripletLoss.to_device`, the
+        lifted points moved there once per solve).
+
+        Parameters
+        ----------
+        act : dict
+            An active set (NumPy arrays).
+
+        Returns
+        -------
+        dict
+            JAX arrays.
+        """
         import jax.numpy as jnp
 
-        actives = [self.current.get(i) for i in range(len(self.terms))]
-        return tuple(None if a is None else {k: jnp.asarray(v) for k, v in a.items()} for a in actives)
+        if "DU_rows" in act and self.X_device is None:
+            self.X_device = jnp.asarray(self.problem.X_lifted)
+        return TripletLoss.to_device(act, self.X_device)
 
 
 class CertificateSchedule:
@@ -323,6 +357,8 @@ class CertificateSchedule:
         self.best = None  # (objective, V, iteration, certificate): the certified iterate of lowest objective
         self.time, self.calls, self.last, self.end = 0.0, 0, 0.0, 0.0
         self.recent: list = []  # the last ESTIMATE_WINDOW certificates' seconds
+        self.recent_active: list = []  # and the active triplets each had (None: not known)
+        self.d = int(problem.d)
         self.best_lower = None  # (the highest lower bound of the solve's certificates, its iteration)
         det = opts.deterministic
         if det == "auto":
@@ -330,7 +366,7 @@ class CertificateSchedule:
             det = float(n) ** 2 * float(d) < TIMED_SPACING_WORK
         self.timed_spacing = not det
 
-    def due(self, it: int, now: float) -> bool:
+    def due(self, it: int, now: float, active: int | None = None) -> bool:
         """Whether a certificate is due at iteration ``it`` (time ``now``) by the schedule.
 
         Parameters
@@ -339,35 +375,73 @@ class CertificateSchedule:
             The iteration.
         now : float
             The time (:func:`time.perf_counter`).
+        active : int, optional
+            The active triplets now: the expected cost of a certificate (:meth:`expected`) scales the measured ones
+            to it; without it, the last one's duration.
 
         Returns
         -------
         bool
             Always when there is no certificate yet; else after ``max(certify_every, CERTIFY_GROWTH * it_last)``
-            iterations, and with ``timed_spacing`` after an expensive certificate, once ``CERTIFY_SHARE`` times its
-            duration has passed.
+            iterations, and with ``timed_spacing`` where a certificate is expected to be expensive, once
+            ``CERTIFY_SHARE`` times its expected duration has passed since the last one.
         """
         cert, cert_it = self.cert, self.it
         due = it - cert_it >= max(self.every, int(CERTIFY_GROWTH * cert_it)) if cert else True
-        if due and cert is not None and self.timed_spacing and self.last > CERTIFY_SLOW:
+        cost = self.last if active is None else self.expected(active)
+        if due and cert is not None and self.timed_spacing and cost > CERTIFY_SLOW:
             # an expensive certificate (e.g. POLA's restricted dual program) waits until the iterations
             # since the last one took CERTIFY_SHARE times as long: certificates stay a bounded share of the time
-            due = now - self.end >= CERTIFY_SHARE * self.last
+            due = now - self.end >= CERTIFY_SHARE * cost
         return due
 
-    def took(self, start: float) -> None:
+    def took(self, start: float, active: int | None = None) -> None:
         """Account for a certificate that started at ``start`` and ended now.
 
         Parameters
         ----------
         start : float
             When it started (:func:`time.perf_counter`).
+        active : int, optional
+            The active triplets at its point (what :meth:`expected` scales by).
         """
         self.last = time.perf_counter() - start
         self.end = time.perf_counter()
         self.time += self.last
         self.calls += 1
         self.recent = (self.recent + [self.last])[-ESTIMATE_WINDOW:]
+        self.recent_active = (self.recent_active + [active])[-ESTIMATE_WINDOW:]
+
+    def expected(self, active: int | None, d: int | None = None) -> float:
+        """The seconds a certificate at ``active`` active triplets is expected to take: the median of the last
+        :data:`ESTIMATE_WINDOW` measured ones, each scaled by the a-priori cost model :data:`CERTIFY_SECONDS` +
+        :data:`CERTIFY_SECONDS_PER_UNIT` x active x d^2 from its own active set to ``active`` (the first
+        certificate of a large solve, at the start's million triplets, does not hold back the later ones at a
+        tenth of them: synthetic 20,000 x 50 on an H100, 12 s at 1.19 million, none again in the 33 s that
+        followed at about 100,000); the model alone before any was measured.
+
+        Parameters
+        ----------
+        active : int or None
+            The active triplets (``None``: the measured durations unscaled).
+        d : int, optional
+            The dimension (default: the problem's).
+
+        Returns
+        -------
+        float
+            The estimate, without :data:`ESTIMATE_MARGIN`.
+        """
+        dim = float(self.d if d is None else d)
+
+        def model(a):
+            return CERTIFY_SECONDS + CERTIFY_SECONDS_PER_UNIT * float(a) * dim * dim
+
+        if not self.recent:
+            return model(0 if active is None else active)
+        scaled = [t if a is None or active is None else t * model(active) / model(a)
+                  for t, a in zip(self.recent, self.recent_active)]
+        return float(np.median(scaled))
 
     def record(self, cert: Any, V: dict | None, it: int | None, objective: float | None = None) -> None:
         """The certificate ``cert`` of the point ``V`` at iteration ``it``.
@@ -441,10 +515,10 @@ class CertificateSchedule:
         return None
 
     def estimate(self, search: float, active: int, d: int, kept: bool = True, final: bool = False) -> float:
-        """The seconds a certificate is expected to take: :data:`ESTIMATE_MARGIN` times the median of the last
-        :data:`ESTIMATE_WINDOW` measured ones (one slow certificate, e.g. the first with its compilations, does not
-        block the later ones; before any, :data:`CERTIFY_SECONDS` + :data:`CERTIFY_SECONDS_PER_UNIT` x ``active`` x
-        ``d^2``),
+        """The seconds a certificate is expected to take: :data:`ESTIMATE_MARGIN` times :meth:`expected` (the median
+        of the last :data:`ESTIMATE_WINDOW` measured ones, scaled to ``active``: one slow certificate, e.g. the first
+        with its compilations, does not block the later ones; before any, :data:`CERTIFY_SECONDS` +
+        :data:`CERTIFY_SECONDS_PER_UNIT` x ``active`` x ``d^2``),
         :data:`FINAL_CERTIFY_FACTOR` times that when it closes the solve (the wide restricted dual may be tried
         too), and a search of all triplets unless the re-check's is ``kept`` (the point was the last one
         re-checked).
@@ -467,8 +541,7 @@ class CertificateSchedule:
         float
             The estimate.
         """
-        dual = (float(np.median(self.recent)) if self.recent
-                else CERTIFY_SECONDS + CERTIFY_SECONDS_PER_UNIT * float(active) * d * d)
+        dual = self.expected(active, d)
         return ESTIMATE_MARGIN * (FINAL_CERTIFY_FACTOR if final else 1.0) * dual + (0.0 if kept else search)
 
 
@@ -581,6 +654,10 @@ class Run:
             self.split, replicate = NamedSharding(mesh, PartitionSpec("data")), NamedSharding(mesh, PartitionSpec())
             self.data, self.gdata, self.state = jax.device_put((self.data, self.gdata, self.state), replicate)
         self.dtype = str(self.state["M"].dtype)
+        from ...search import default_platform
+
+        # where the iterations run (the a-priori rate of a chunk, :meth:`chunk_seconds`)
+        self.platform = default_platform() if mesh is None else str(mesh.devices.flat[0].platform)
         # iteration bookkeeping
         self.it, self.unchanged, self.interval = 0, 0, opts.check_every
         self.active_sets = ActiveSets(problem, terms, self.n_dev, self.split)
@@ -755,7 +832,7 @@ class Run:
         """The estimated cost of a chunk on ``actives``: ``(seconds per iteration, compilation, cold)``, from the
         last chunk's rate (a-priori :data:`ITERATION_SECONDS_PER_UNIT`; times :data:`ESTIMATE_MARGIN`) and, where the loop is not compiled for
         these capacities in this process (``cold``), the longest compilation measured (a-priori
-        :data:`COMPILE_SECONDS`).
+        :data:`COMPILE_SECONDS`). On a GPU or TPU the a-priori rate is :data:`ITERATION_SECONDS_PER_UNIT_ACCELERATOR`.
 
         Parameters
         ----------
@@ -773,7 +850,8 @@ class Run:
             return ESTIMATE_MARGIN * self.chunk_rate, compile_s, cold
         cap = sum(int(a["mask"].shape[0]) for a in actives if a is not None)
         d = float(self.problem.d)
-        return ESTIMATE_MARGIN * ITERATION_SECONDS_PER_UNIT * max(cap, 1) * d * d, compile_s, cold
+        unit = ITERATION_SECONDS_PER_UNIT if self.platform == "cpu" else ITERATION_SECONDS_PER_UNIT_ACCELERATOR
+        return ESTIMATE_MARGIN * unit * max(cap, 1) * d * d, compile_s, cold
 
     # ------------------------------------------------------------------ re-check
     def recheck(self, V: dict) -> tuple[list, int, float, int, bool]:
@@ -953,7 +1031,7 @@ class Run:
             # before the last certificate, LMNN's wide restricted dual is skipped: it rarely certifies earlier
             # and its cost spaces the certificates out (digits PCA-30 at tol 1e-6: 26 s without, 33 s with it)
             cert = certify(self.problem, V["M"], tol=self.opts.tol, **{k: V[k] for k in self.extras})
-        self.certs.took(tc)
+        self.certs.took(tc, active=self.active_size)
         return self.certs.with_best_lower(cert, self.it)
 
     def measure(self, V: dict, entry: dict, actives: Any, now: float, done: bool) -> bool:
@@ -993,8 +1071,8 @@ class Run:
             at_min_width = not self.smoothed or float(self.state["s"]) <= self.solver.s_min * (1 + 1e-9)
             return at_min_width and rel <= self.opts.tol
         settling = self.settling()  # called at every re-check: it follows the width's changes
-        due = self.certs.due(self.it, now)
-        slow = self.certs.last > CERTIFY_SLOW  # a cheap certificate is taken, settling or not
+        due = self.certs.due(self.it, now, active=entry["active_set"])
+        slow = self.certs.expected(entry["active_set"]) > CERTIFY_SLOW  # a cheap certificate is taken, settling or not
         if due and settling and slow and self.certs.timed_spacing and self.put_off < MAX_PUT_OFF:
             due, self.put_off = False, self.put_off + 1  # a few in a row at most: then the due one is computed
         elif due:
