@@ -344,6 +344,16 @@ def test_certificate_estimate_scales_to_the_active_set(monkeypatch):
     assert sched.due(100, now=12.0 + driver.CERTIFY_SHARE * small + 0.01, active=100_000)
     assert not sched.due(100, now=12.0 + driver.CERTIFY_SHARE * small + 0.01)  # unscaled: 36 s
     assert not sched.due(100, now=12.0 + driver.CERTIFY_SHARE * small - 0.01, active=100_000)
+    # the spacing follows the last certificate (scaled), the time wall's estimate the median of the last three
+    clock = iter([20.0, 20.0, 23.0, 23.0])
+    for start, active in ((19.0, 100_000), (20.0, 200_000)):  # 1 s at 100,000, then 3 s at 200,000
+        sched.took(start, active=active)
+    last = 3.0 * model(100_000) / model(200_000)
+    assert sched.expected(100_000) == pytest.approx(float(np.median([small, 1.0, last])))
+    # ... and is scaled only where the model's cost changed by more than SPACING_SCALE_ABOVE times
+    assert model(200_000) / model(100_000) < driver.SPACING_SCALE_ABOVE
+    assert sched.expected(100_000, last=True) == pytest.approx(3.0)
+    assert sched.expected(1_000, last=True) == pytest.approx(3.0 * model(1_000) / model(200_000))
 
 
 def test_the_search_prior_follows_where_the_search_runs(monkeypatch):
