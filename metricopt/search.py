@@ -630,8 +630,9 @@ def device_hinge_total(Z: ArrayLike, y: ArrayLike, targets: ArrayLike, block: in
     The push term of LMNN without its weight (Weinberger & Saul, JMLR 2009, Eq. 14, second sum):
     :math:`\sum_{i, j \in T(i), l: y_l \ne y_i} [h_{ijl}]_+` with
     :math:`h_{ijl} = 1 + \lVert z_i - z_j\rVert^2 - \lVert z_i - z_l\rVert^2`, over the ``h > 0`` of
-    :func:`device_iter_triplets` at ``margin = 0``, summed with ``math.fsum`` as they stream (one group of blocks
-    is held at a time, never the whole set; the value depends on
+    :func:`device_iter_triplets` at ``margin = 0``, summed with ``math.fsum`` as they stream (the groups of one
+    window of device calls are held at a time, as many as the device's block budget allows, never the whole set;
+    the value depends on
     the hinge values only, as :func:`metricopt.constraints.hinge_total`; the hinge values being NumPy's bit
     for bit, so is the sum, see :func:`device_active_triplets`).
 
