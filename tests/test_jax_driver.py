@@ -41,3 +41,29 @@ def test_certificate_schedule_spaces_certificates_out_as_the_solve_goes_on():
     assert not schedule.due(1000 + 50, now=0.0)
     assert schedule.due(1000 + int(CERTIFY_GROWTH * 1000), now=0.0)
     assert not schedule.timed_spacing
+
+
+def test_a_rolled_back_chunk_keeps_the_loops_input_types(monkeypatch):
+    """A rollback restores the iteration counter as the loop returns it (int32, not weak): a Python int is a weak
+    int64 for jit, and every chunk after a rollback compiled the loop again (synthetic 20,000 x 50: 10 compilations
+    for 3 capacity buckets)."""
+    from sklearn.datasets import load_digits
+
+    import metricopt
+    from metricopt.backends.jax import driver
+
+    X, y = load_digits(return_X_y=True)
+    p = metricopt.LMNNProblem(X[:150] / 16.0, y[:150], k=3, mu=0.5)
+    monkeypatch.setattr(driver, "BLOWUP", -1.0)  # every chunk "failed": rolled back, MAX_REJECTIONS in a row
+    seen = []
+    real = driver.Run.rolled_back
+
+    def spy(run, *a, **k):
+        back = real(run, *a, **k)
+        if back:
+            seen.append(run.state["iterations"])
+        return back
+
+    monkeypatch.setattr(driver.Run, "rolled_back", spy)
+    p.solve(backend="jax", max_iter=40)
+    assert seen and all(it.dtype == np.int32 and not it.weak_type for it in seen)
