@@ -99,9 +99,10 @@ def test_labels_to_pairs():
 
 @pytest.mark.skipif((__import__("os").cpu_count() or 1) < 2, reason="OpenBLAS runs one thread on one core")
 def test_small_blas_runs_small_problems_on_one_blas_thread_and_restores_the_threads():
+    import scipy.linalg  # noqa: F401  (SciPy's own BLAS loaded before the threads are read: the test alone)
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from metricopt.linalg import SMALL_BLAS_DIM, small_blas
+    from metricopt.linalg import CERTIFY_BLAS_DIM, SMALL_BLAS_DIM, small_blas
 
     def blas_threads():  # {library file: threads} of every BLAS loaded (SCS bundles a one-thread OpenBLAS)
         return {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
@@ -113,4 +114,8 @@ def test_small_blas_runs_small_problems_on_one_blas_thread_and_restores_the_thre
             assert set(blas_threads().values()) == {1}
         assert blas_threads() == before
         with small_blas(SMALL_BLAS_DIM + 1):  # large problems keep their threads
+            assert blas_threads() == before
+        with small_blas(CERTIFY_BLAS_DIM, up_to=CERTIFY_BLAS_DIM):  # a certificate's limit
+            assert set(blas_threads().values()) == {1}
+        with small_blas(CERTIFY_BLAS_DIM + 1, up_to=CERTIFY_BLAS_DIM):
             assert blas_threads() == before

@@ -9,7 +9,7 @@ import numpy as np
 
 from .._validation import REAL_LIMIT, as_real_array, check_choice, check_problem, check_real
 from ..errors import InputError, NotCertifiableError, NotConvexError, UnknownOptionError
-from ..linalg import project_psd, psd_defect, small_blas, symmetrize
+from ..linalg import CERTIFY_BLAS_DIM, project_psd, psd_defect, small_blas, symmetrize
 from ..protocols import GeometryKind, LatentProblem
 from ..solution import Solution
 from .certificate import Certificate
@@ -286,7 +286,7 @@ def certify(problem: Any, M: Any = None, tol: float = 1e-6, psd_tol: float = 1e-
         Mp = project_psd(Ms) / np.outer(c, c)
         details["psd projection change"] = float(np.linalg.norm(Mp - M))
         M = Mp
-    with small_blas(problem.d):
+    with small_blas(problem.d, up_to=CERTIFY_BLAS_DIM):
         res = certifier.bound(problem, M, variables, summary, feas_tol, tol)
     if isinstance(res, Certificate):
         return res
