@@ -1126,3 +1126,24 @@ def _gerrymander_paper_protocol_mismatches():
 
 
 KNOWN_MISMATCHES.update(_gerrymander_paper_protocol_mismatches())
+
+
+def _letter_extensions_mismatches():
+    """The known mismatch of the multi-pass / multi-metric check on letters (``test_paper_letter_extensions.py``),
+    measured by its run of 2026-11-27 (10 splits, multi-metric LMNN on the first, one core, 2,066 s)."""
+    return {
+        ("letter: multi-metric LMNN (one metric per class), joint program: every LMNN solve is certified optimal "
+         "(status optimal, relative duality gap within tol)"): (
+            "not certified within the time limit, measured: the joint program of 26 metrics of 16 x 16 on 14,000 "
+            "training letters (364,000 lifted points of 416 coordinates, the same 5.7e8 candidate triplets as "
+            "single-pass LMNN) ran on the JAX backend to its 1,800 s time limit on split 1 (one core) and stopped at a "
+            "certified relative gap of 3.7e-3 against the tolerance of 1e-3 (status time_limit, 1,849 s with the "
+            "certificate). The timing run before the check (split 1, 600 s limit) stopped at a gap of 0.30; its "
+            "first active-set round alone took 305 s and 11 GB. The multi-metric errors of the check are those of "
+            "this time-limited iterate. The single-metric solves of the same size are certified (2-pass run: every "
+            "pass <= 8.5e-5), so the limit is the lifted program's cost, not the tolerance; a longer solve was not "
+            "run within the check's budget of about 40 minutes on one core."),
+    }
+
+
+KNOWN_MISMATCHES.update(_letter_extensions_mismatches())
