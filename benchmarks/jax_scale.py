@@ -11,8 +11,8 @@ Cases (LMNN, k = 3, mu = 0.5, default FISTA, float64):
 * ``letter``: letter recognition, 70/30 split (seed 0), standardised, 14,000 x 16.
 * ``mnist5k``: MNIST-5k from ``../shared/data`` (all 5,000 points), pixels / 255, PCA to 164 dimensions.
 
-For the last four: ``solve(backend="jax", tol=1e-3, time_limit=--time-limit)`` after a warm-up solve of 10
-iterations (JAX's compilation of the first capacity bucket); the wall time, status, certified gap, iterations, and
+For the last four: ``solve(backend="jax", tol=1e-3, time_limit=--time-limit)`` after a warm-up solve of
+``--warmup-iter`` iterations (default 10: JAX's compilation of the first capacity bucket; 0: none); the wall time, status, certified gap, iterations, and
 where the time went: the jitted chunks (``Run.step``), the re-checks (``Run.recheck``: every triplet searched), the
 certificates, JAX compilation inside the timed solve; the share outside the jitted chunks; the process's peak
 resident memory (``VmHWM``, Linux) and, on a GPU, the device's peak. After each large solve, the hinge's forms

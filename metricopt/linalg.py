@@ -43,7 +43,7 @@ def small_blas(d: int, up_to: int | None = None) -> contextlib.AbstractContextMa
     not faster: on LMNN's digits PCA-30 problem, 8 certificates took 34-36 s with
     OpenBLAS's 16 default threads (16 cores) and 29 s with 2 threads on a loaded 2-core
     machine, against 2-3 s on one thread (``benchmarks/results/jax_device.md``). Above
-    ``SMALL_BLAS_DIM`` the threads are left as they are. Results are unchanged up to the
+    ``up_to`` the threads are left as they are. Results are unchanged up to the
     rounding of a reduction's order. The limit uses ``threadpoolctl`` (a scikit-learn
     dependency); its controller is made once, at the first call.
 

@@ -508,8 +508,10 @@ def _groups(Z, y, targets, margin, block, clusters, mesh, limit):
                 done = list(pool.map(host, blocks))
         else:
             done = [host(item) for item in blocks]
-        for c_ in range(len(read)):
-            parts = [part for (cc, _), block in zip(blocks, done) if cc == c_ for part in block]
+        per_call: list[list] = [[] for _ in read]
+        for (c_, _), block in zip(blocks, done):
+            per_call[c_].extend(block)
+        for parts in per_call:
             if parts:
                 group = tuple(np.concatenate([p[q] for p in parts]) for q in range(4))
                 found += group[0].size
