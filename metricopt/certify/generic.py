@@ -713,7 +713,7 @@ def generic_triplet_bound(problem: Any, M: np.ndarray, variables: dict, summary:
         When a term without a dual piece declares ``generic_certificate = False``, or its compiled program needs
         an unsupported cone.
     """
-    from .triplets import _formation_errors, _safe_upper
+    from .triplets import _formation_errors, _safe_upper, scatter_error
 
     t0 = time.perf_counter()
     refused = [t for t in summary.generic if t.generic_certificate is False]
@@ -736,7 +736,7 @@ def generic_triplet_bound(problem: Any, M: np.ndarray, variables: dict, summary:
         T, alpha = np.zeros((0, 3), np.int64), np.zeros(0)
     pos = alpha > 0
     T, alpha = T[pos], alpha[pos]
-    EP, ab = _formation_errors(problem, summary, len(T))
+    EP = _formation_errors(problem, summary, len(T))
     if len(T):
         w = problem.anchor_weights(T[:, 0])
         caps = weight * (np.ones(len(T)) if w is None else w)
@@ -746,7 +746,7 @@ def generic_triplet_bound(problem: Any, M: np.ndarray, variables: dict, summary:
         conj_sum = float(np.sum(conj)) * (1 + gamma(len(conj) + 1))
         alpha_sum = float(np.sum(alpha)) * (1 - gamma(len(alpha) + 1))
         dual_part = alpha_sum - conj_sum
-        EB = ab * 2 * float(np.sum(alpha))
+        EB = scatter_error(problem, T, alpha)
     else:
         B, dual_part, EB = np.zeros_like(P), 0.0, 0.0
     G = P - B
