@@ -104,3 +104,15 @@ def test_searches_on_an_accelerator_keep_every_column(monkeypatch):
     monkeypatch.setattr(search, "default_platform", lambda: "gpu")
     monkeypatch.setattr(constraints, "use_device_search", lambda n, d: True)
     assert P.transformed(M).shape[1] == 30
+
+
+def test_a_range_wider_than_the_trees_keeps_every_column():
+    # above TREE_MAX_DIM the brute-force kernel searches: a new width would compile it again for little gain
+    from metricopt.balltree import TREE_MAX_DIM
+
+    rng = np.random.default_rng(8)
+    y = np.repeat(np.arange(3), 40)
+    X = rng.normal(size=(120, 100))
+    P = mo.LMNNProblem(X, y, k=2)
+    assert P.transformed(_low_rank_metric(100, TREE_MAX_DIM + 1, 9)).shape[1] == 100
+    assert P.transformed(_low_rank_metric(100, 20, 9)).shape[1] == 24
