@@ -1147,3 +1147,86 @@ def _letter_extensions_mismatches():
 
 
 KNOWN_MISMATCHES.update(_letter_extensions_mismatches())
+
+
+def _yale_extensions_mismatches():
+    """The known mismatch of the multi-pass check on Extended Yale B (``test_paper_yale_extensions.py``), measured by
+    its run of 2026-11-27 (80 splits, one core, 2,260 s)."""
+    mp, one = _T1("LMNN (multiple passes)", "yFaces"), _T1("LMNN PCA", "yFaces")
+    return {
+        f"Yale B: 2-pass LMNN kNN below single-pass LMNN kNN (paper: {mp - one:+.2f} pp)": (
+            "not reproduced, measured on the Yale B check's protocol (32x32 images, 50 PCA dimensions after the leading "
+            "5, no validation part), 80 splits: 2-pass LMNN 8.33 +- 0.12 % against single-pass 8.31 +- 0.10 %, paired "
+            "difference +0.02 pp (s.e. 0.06; lower on 36 splits, higher on 39, equal on 5), so the paper's "
+            f"{mp - one:+.2f} pp is about 7 s.e. from ours. Every pass is certified (relative gap <= 9.9e-4, 160 "
+            "solves), so ours is not an unfinished solve. Nor is pass 2 the same program: on splits 1-10 pass 2 "
+            "re-picks 18.6 % of the target neighbours (17.8-19.1 %) and the composed map has rank 24-26 of 50. Not "
+            f"explained: the paper's {jmlr_text('Sec. 4.2', 'Yale B', 'principal components'):.0f} principal components, "
+            f"its early stopping on a {jmlr_text('Sec. 4.2', 'Yale B', 'validation % of the training data'):.0f} % "
+            "validation part (Sec. 4.2) and its number of passes (not given for Table 1) are not run here. The 2-pass error is far below kNN PCA "
+            "(-6.33 pp, s.e. 0.10), as the paper's."),
+    }
+
+
+KNOWN_MISMATCHES.update(_yale_extensions_mismatches())
+
+
+# ------------------------------------------------------------------ multi-pass LMNN on one split (the extension checks)
+def nan_split(status, t, ntr, nte, d, euclid, message):
+    """A split whose metric could not be learned: Euclidean kNN error only, the reason in ``message``."""
+    return SplitResult({"euclidean": euclid, "lmnn": float("nan"), "energy": float("nan")}, status, float("inf"),
+                       "none", t, ntr, nte, d, {"message": message})
+
+
+def multipass_split(Xtr, ytr, Xte, yte, euclid, *, variants, passes, time_limit, **solve):
+    """1-pass and ``passes``-pass LMNN of one split (JMLR 2009, Sec. 5.1; pass 1 is single-pass LMNN), as the
+    ``SplitResult`` of each of ``variants = (one, several)``: :func:`metricopt.multipass_lmnn` with ``k = K``,
+    ``mu = MU``, ``time_limit`` for all passes and the solve options ``solve``; kNN errors with :data:`TIES`."""
+    from metricopt.errors import SolverError
+
+    one_v, many_v = variants
+    ntr, nte, d = len(ytr), len(yte), Xtr.shape[1]
+    nan = float("nan")
+    if IDENTITY:  # the check of the check: every metric is the identity, nothing is solved
+        return {v: SplitResult({"euclidean": euclid, "lmnn": euclid, "energy": nan}, "identity", float("inf"),
+                               "none", 0.0, ntr, nte, d, {"pass_statuses": ["identity"] * passes}
+                               if v == many_v else {}) for v in variants}
+    t0 = time.perf_counter()
+    try:
+        mp = metricopt.multipass_lmnn(Xtr, ytr, passes=passes, k=K, mu=MU, time_limit=time_limit, **solve)
+    except SolverError as exc:
+        t = time.perf_counter() - t0
+        return {v: nan_split("no metric", t, ntr, nte, d, euclid, str(exc)) for v in variants}
+    one = mp.solutions[0]
+    cert1 = one.certificate
+    out = {one_v: SplitResult(
+        {"euclidean": euclid, "lmnn": float(metricopt.knn_error(Xtr, ytr, Xte, yte, k=K, M=one.M, ties=TIES)),
+         "energy": nan},
+        str(one.status), float(cert1.rel_gap) if cert1 is not None else float("inf"),
+        cert1.verdict if cert1 is not None else "none", mp.times[0], ntr, nte, d,
+        {"iterations": one.stats.get("iterations")})}
+    statuses = [str(s.status) for s in mp.solutions]
+    gaps = [float(s.certificate.rel_gap) if s.certificate is not None else float("inf") for s in mp.solutions]
+    if mp.passes < passes:  # the time limit left passes undone: no multi-pass metric
+        statuses += ["not run (time limit)"] * (passes - mp.passes)
+        gaps += [float("inf")] * (passes - mp.passes)
+        out[many_v] = SplitResult({"euclidean": euclid, "lmnn": nan, "energy": nan}, statuses[-1], float("inf"),
+                                  "none", sum(mp.times), ntr, nte, d,
+                                  {"pass_statuses": statuses, "pass_rel_gaps": gaps, "pass_times": mp.times})
+        return out
+    worst = next((st for st in statuses if st != "optimal"), "optimal")
+    out[many_v] = SplitResult(
+        {"euclidean": euclid, "lmnn": float(metricopt.knn_error(Xtr, ytr, Xte, yte, k=K, L=mp.L, ties=TIES)),
+         "energy": nan},
+        worst, max(gaps), "/".join(s.certificate.verdict if s.certificate is not None else "none"
+                                   for s in mp.solutions), sum(mp.times), ntr, nte, d,
+        {"pass_statuses": statuses, "pass_rel_gaps": gaps, "pass_times": mp.times, "rank": int(mp.L.shape[0]),
+         "pass_iterations": [s.stats.get("iterations") for s in mp.solutions]})
+    return out
+
+
+def paired_results(a, b, method_b="lmnn"):
+    """Mean and s.e. (pp) of the per-split difference of ``a``'s kNN error and ``b``'s ``method_b`` error, over the
+    splits both have (lists of :class:`SplitResult`)."""
+    mean, se = mean_se([100 * (ra.errors["lmnn"] - rb.errors[method_b]) for ra, rb in zip(a, b)])
+    return {"mean": mean, "se": se, "n": min(len(a), len(b))}

@@ -67,7 +67,6 @@ import pytest
 import _common as C
 import metricopt
 from metricopt import datasets
-from metricopt.errors import SolverError
 
 pytestmark = pytest.mark.slow
 
@@ -93,52 +92,10 @@ SHORT = {V_ONE: "1-pass", V_TWO: "2-pass", V_MM: "multi-metric"}
 PAPER_ROW = {V_ONE: ROW_ONE, V_TWO: ROW_MP, V_MM: ROW_MM}
 
 
-def _nan_result(status, t, ntr, nte, d, euclid, message):
-    return C.SplitResult({"euclidean": euclid, "lmnn": float("nan"), "energy": float("nan")}, status, float("inf"),
-                         "none", t, ntr, nte, d, {"message": message})
-
-
 def _multipass(Xtr, ytr, Xte, yte, euclid):
     """1-pass and 2-pass LMNN of one split (pass 1 is single-pass LMNN)."""
-    ntr, nte, d = len(ytr), len(yte), Xtr.shape[1]
-    nan = float("nan")
-    if C.IDENTITY:  # the check of the check: every metric is the identity, nothing is solved
-        return {v: C.SplitResult({"euclidean": euclid, "lmnn": euclid, "energy": nan}, "identity", float("inf"),
-                                 "none", 0.0, ntr, nte, d, {"pass_statuses": ["identity"] * PASSES}
-                                 if v == V_TWO else {}) for v in (V_ONE, V_TWO)}
-    t0 = time.perf_counter()
-    try:
-        mp = metricopt.multipass_lmnn(Xtr, ytr, passes=PASSES, k=C.K, mu=C.MU, backend="jax", tol=GAP_TOL,
-                                      time_limit=MP_TIME_LIMIT)
-    except SolverError as exc:
-        t = time.perf_counter() - t0
-        return {v: _nan_result("no metric", t, ntr, nte, d, euclid, str(exc)) for v in (V_ONE, V_TWO)}
-    one = mp.solutions[0]
-    cert1 = one.certificate
-    out = {V_ONE: C.SplitResult(
-        {"euclidean": euclid, "lmnn": float(metricopt.knn_error(Xtr, ytr, Xte, yte, k=C.K, M=one.M, ties=C.TIES)),
-         "energy": nan},
-        str(one.status), float(cert1.rel_gap) if cert1 is not None else float("inf"),
-        cert1.verdict if cert1 is not None else "none", mp.times[0], ntr, nte, d,
-        {"iterations": one.stats.get("iterations")})}
-    statuses = [str(s.status) for s in mp.solutions]
-    gaps = [float(s.certificate.rel_gap) if s.certificate is not None else float("inf") for s in mp.solutions]
-    if mp.passes < PASSES:  # the time limit left passes undone: no 2-pass metric
-        statuses += ["not run (time limit)"] * (PASSES - mp.passes)
-        gaps += [float("inf")] * (PASSES - mp.passes)
-        out[V_TWO] = C.SplitResult({"euclidean": euclid, "lmnn": nan, "energy": nan}, statuses[-1], float("inf"),
-                                   "none", sum(mp.times), ntr, nte, d,
-                                   {"pass_statuses": statuses, "pass_rel_gaps": gaps, "pass_times": mp.times})
-        return out
-    worst = next((st for st in statuses if st != "optimal"), "optimal")
-    out[V_TWO] = C.SplitResult(
-        {"euclidean": euclid, "lmnn": float(metricopt.knn_error(Xtr, ytr, Xte, yte, k=C.K, L=mp.L, ties=C.TIES)),
-         "energy": nan},
-        worst, max(gaps), "/".join(s.certificate.verdict if s.certificate is not None else "none"
-                                   for s in mp.solutions), sum(mp.times), ntr, nte, d,
-        {"pass_statuses": statuses, "pass_rel_gaps": gaps, "pass_times": mp.times, "rank": int(mp.L.shape[0]),
-         "pass_iterations": [s.stats.get("iterations") for s in mp.solutions]})
-    return out
+    return C.multipass_split(Xtr, ytr, Xte, yte, euclid, variants=(V_ONE, V_TWO), passes=PASSES,
+                             time_limit=MP_TIME_LIMIT, backend="jax", tol=GAP_TOL)
 
 
 def _multimetric(Xtr, ytr, Xte, yte, euclid):
@@ -152,7 +109,7 @@ def _multimetric(Xtr, ytr, Xte, yte, euclid):
     sol = prob.solve(backend="jax", tol=GAP_TOL, time_limit=MM_TIME_LIMIT)
     t = time.perf_counter() - t0
     if sol.M is None:
-        return _nan_result(str(sol.status), t, ntr, nte, d, euclid, sol.message)
+        return C.nan_split(str(sol.status), t, ntr, nte, d, euclid, sol.message)
     cert = sol.certificate
     err = float(np.mean(prob.knn_predict(Xte, sol.M, ties=C.TIES) != np.asarray(yte)))
     return C.SplitResult({"euclidean": euclid, "lmnn": err, "energy": float("nan")}, str(sol.status),
@@ -160,13 +117,6 @@ def _multimetric(Xtr, ytr, Xte, yte, euclid):
                          cert.verdict if cert is not None else "none", t, ntr, nte, d,
                          {"n_metrics": int(prob.n_clusters), "iterations": sol.stats.get("iterations"),
                           "message": sol.message})
-
-
-def _paired(a, b, method_b="lmnn"):
-    """Mean and s.e. (pp) of the per-split difference of ``a``'s kNN error and ``b``'s ``method_b`` error, over the
-    splits both have."""
-    mean, se = C.mean_se([100 * (ra.errors["lmnn"] - rb.errors[method_b]) for ra, rb in zip(a, b)])
-    return {"mean": mean, "se": se, "n": min(len(a), len(b))}
 
 
 def test_letter_extensions():
@@ -236,7 +186,7 @@ def test_letter_extensions():
                 (res[V_ONE], one, "single-pass LMNN kNN", "lmnn", "variant-one_pass"),
                 (res[v], euc, "Euclidean kNN", "euclidean", "variant-euclidean")):
             assert C.direction(paper, ref_paper) == "below"  # Table 1, letters: both variants below both rows
-            d = _paired(res[v], ref, method_b)
+            d = C.paired_results(res[v], ref, method_b)
             comparisons[(v, ref_label)] = d
             row["comparisons"].append({"label": f"{SHORT[v]} LMNN - {ref_label}", **d})
             a, b = key.split("-")
