@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import numpy as np
@@ -12,8 +11,8 @@ from numpy.typing import ArrayLike
 from ..._validation import _py, check_choice, check_classes, check_int, check_real, check_sample_weight, check_y
 from ...constraints import active_triplets, hinge_total, iter_triplets, n_triplets
 from ...constraints import target_neighbors as default_target_neighbors
-from ...errors import InputError
 from ...balltree import TREE_MAX_DIM
+from ...errors import InputError
 from ...linalg import pair_scatter, range_columns
 from ...losses import Hinge, ScalarLoss, as_loss
 from ...problems.base import Problem
@@ -138,9 +137,6 @@ class LMNNProblem(Problem):
         self.k = check_int(k, "k", low=1)
         self.mu = check_real(mu, "mu", low=0.0, high=1.0)
         self.search = check_choice(search, "search", ("auto", "brute", "tree"))
-        from ...balltree import MeasuredSearch
-
-        self._search_choice = MeasuredSearch()  # the auto search's timings (where measured)
         #: per-anchor weights (float64, shape (n,)), or ``None``: unweighted
         self.sample_weight = check_sample_weight(sample_weight, self.n)
         # explicit target neighbours define k (their number of columns): the class sizes the default search
@@ -374,27 +370,13 @@ class LMNNProblem(Problem):
         return _within(found, margin) if extra > 0 else found
 
     def _search(self, M, margin, limit, Z=None):
-        from ...balltree import MeasuredSearch
-
         Z = self.transformed(M) if Z is None else Z
-        dim = Z.shape[-1]
-        # the auto search of one metric on the CPU, where it is measured (balltree.MeasuredSearch): timed
-        timed = (self.search == "auto" and self.clusters is None and MeasuredSearch.measured(self.n, dim)
-                 and not self._accelerated_search())
-        if timed:
-            chooser = self._search_choice
-            tree = chooser.pick(self.n, dim) == "tree"
-        else:
-            tree = self._use_tree(dim)
-        t0 = time.perf_counter()
-        if tree:
+        if self._use_tree(Z.shape[-1]):
             from ...balltree import tree_active_triplets
 
             found = tree_active_triplets(Z, self.y, self.target_neighbors, margin, limit=limit)
         else:
             found = active_triplets(Z, self.y, self.target_neighbors, margin, limit=limit, clusters=self.clusters)
-        if timed and found is not None:
-            chooser.record("tree" if tree else "brute", time.perf_counter() - t0, dim)
         if found is not None and self.sample_weight is not None:
             keep = self.sample_weight[found[0]] > 0
             if not np.all(keep):
