@@ -236,8 +236,8 @@ class LMNNProblem(Problem):
         """
         Z = self.X @ self.factor(M).T
         r = int(range_columns(Z).sum())
-        # whole multiples of RANGE_BUCKET columns (the leading ones, by decreasing eigenvalue): the device search
-        # compiles once per shape
+        # whole multiples of RANGE_BUCKET columns (the leading ones, by decreasing eigenvalue): a few widths only, so
+        # that a jitted search below the tree's size (a small problem on the device) compiles for few shapes
         r = min(self.d, -(-r // RANGE_BUCKET) * RANGE_BUCKET)
         if r == self.d or r > TREE_MAX_DIM or self._accelerated_search():
             return Z
