@@ -265,6 +265,7 @@ def iter_triplets(Z: ArrayLike, y: ArrayLike, targets: np.ndarray, margin: float
     n, k = targets.shape
     bs = block_size or _block_size(n, 2)
     norms = np.einsum("cij,cij->ci", Zs, Zs).max(axis=0)
+    norms_max = float(norms.max()) if norms.size else 0.0
     members = None if cl is None else [np.flatnonzero(cl == c) for c in range(Zs.shape[0])]
     for s in range(0, n, bs):
         I = np.arange(s, min(s + bs, n))
@@ -279,12 +280,21 @@ def iter_triplets(Z: ArrayLike, y: ArrayLike, targets: np.ndarray, margin: float
                     D[:, idx] = sq_dists(Zs[c][I], Zs[c][idx])
             cT = cl[targets[I]]  # (b, k): the metric of each target neighbour
             Tz = Zs[cT, targets[I]] - Zs[cT, I[:, None]]
-        diff = y[None, :] != y[I][:, None]
         dt = np.einsum("bkd,bkd->bk", Tz, Tz)
-        slack = 1e-9 * (norms[I][:, None] + norms[None, :] + 1.0)
+        # one pass over the block: the candidates of the anchor's farthest target, with the expansion's rounding
+        # slack 1e-9 (|z_i|^2 + |z_l|^2 + 1) bounded by the largest |z_l|^2 (a superset of every target's candidates,
+        # each then checked against its own threshold and finally by the hinge recomputed from differences)
+        rows = dt.max(axis=1) + 1.0 + margin + 1e-9 * (norms[I] + norms_max + 1.0)
+        cand = D < rows[:, None]
+        cand &= y[None, :] != y[I][:, None]
+        ci, cand_l = np.nonzero(cand)
+        if ci.size == 0:
+            continue
+        dc = D[ci, cand_l]
+        slack = 1e-9 * (norms[I][ci] + norms[cand_l] + 1.0)
         for kk in range(k):
-            thr = dt[:, kk:kk + 1] + 1.0 + margin + slack
-            ii, ll = np.nonzero((D < thr) & diff)
+            sel = dc < dt[ci, kk] + 1.0 + margin + slack
+            ii, ll = ci[sel], cand_l[sel]
             if ii.size == 0:
                 continue
             i = I[ii]

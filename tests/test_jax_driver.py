@@ -41,6 +41,24 @@ def test_certificate_schedule_spaces_certificates_out_as_the_solve_goes_on():
     assert not schedule.due(1000 + 50, now=0.0)
     assert schedule.due(1000 + int(CERTIFY_GROWTH * 1000), now=0.0)
     assert not schedule.timed_spacing
+    cold = CertificateSchedule(problem, Options.resolve({"certify_every": 50, "deterministic": True}), first=50)
+    assert not cold.due(0, now=0.0) and not cold.due(49, now=0.0) and cold.due(50, now=0.0)
+
+
+def test_a_cold_start_is_not_certified_before_certify_every_a_given_start_at_once():
+    """The solver's own start (the scaled identity) is never where a solve stops: its first certificate waits
+    ``certify_every`` iterations; a given ``init`` may be optimal already and is certified at its first re-check."""
+    from sklearn.datasets import load_digits
+
+    import metricopt
+
+    X, y = load_digits(return_X_y=True)
+    p = metricopt.LMNNProblem(X[:150] / 16.0, y[:150], k=3, mu=0.5)
+    cold = p.solve(backend="jax", max_iter=60, certify_every=30, check_every=10)
+    first = [h["iteration"] for h in cold.stats["history"] if h["rel_gap"] is not None]
+    assert first[0] == 30
+    warm = p.solve(backend="jax", max_iter=60, certify_every=30, check_every=10, init=cold)
+    assert warm.stats["history"][0]["iteration"] == 0 and warm.stats["history"][0]["rel_gap"] is not None
 
 
 def test_a_rolled_back_chunk_keeps_the_loops_input_types(monkeypatch):

@@ -144,7 +144,8 @@ def test_jax_returns_the_best_certified_iterate_when_the_last_certificate_would_
     it is skipped. The best certified iterate (iteration 0) is returned with its certificate, its objective and gap
     reported, saying so, when it is within ``FALLBACK_WORSE`` of the best iterate (here: made infinite); else (the
     default 1e-3: the start is far worse) the best iterate is returned uncertified, the message giving the certified
-    iterate's lower bound. Before, the best iterate was certified whatever it cost."""
+    iterate's lower bound. Before, the best iterate was certified whatever it cost. (The start is given, ``init``:
+    a given start is certified at once, a cold start only after ``certify_every`` iterations.)"""
     from metricopt.backends.jax import driver
 
     if fallback_worse is not None:
@@ -152,7 +153,8 @@ def test_jax_returns_the_best_certified_iterate_when_the_last_certificate_would_
     _slow_dual(monkeypatch, 3.5)
     problem = _lmnn(digits20, 300)
     limit = 6.0
-    sol, wall = _timed(lambda: mo.solve(problem, backend="jax", time_limit=limit, certify_every=10**6))
+    sol, wall = _timed(lambda: mo.solve(problem, backend="jax", time_limit=limit, certify_every=10**6,
+                                        init=np.eye(problem.d)))
     _check_wall(sol, wall, limit)
     history = sol.stats["history"]
     certified = [h for h in history if h["rel_gap"] is not None]
