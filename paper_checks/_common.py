@@ -968,6 +968,34 @@ def assert_paired_not_worse(per_split, a, b, what_text, what="test", z=2.0):
                      d["mean"] <= z * d["se"] + 1e-9)
 
 
+def assert_paired_below(per_split, a, b, what_text, why, what="test"):
+    """``a``'s error below ``b``'s in the paired mean (the point estimate, not required significant).
+
+    Parameters
+    ----------
+    per_split : list of dict
+        One entry per split, ``{method: {"test": fraction, ...}}`` as returned by :func:`run_methods`.
+    a, b : str
+        The two methods compared; the claim is ``mean(error(a) - error(b)) < 0``.
+    what_text : str
+        The assertion's text (:attr:`Assertion.what`).
+    why : str
+        Where the direction comes from (e.g. the paper's finding), written into the tolerance.
+    what : str, optional
+        Which error is compared: ``"test"`` (default) or ``"train_loo"``.
+
+    Returns
+    -------
+    Assertion
+        Passed when the paired mean difference is strictly negative; a tie (as under
+        :data:`IDENTITY`, where the two maps coincide) fails.
+    """
+    d = paired(per_split, a, b, what)
+    return Assertion(what_text, f"mean({a} - {b}) < 0 ({what} error; {why}; the point estimate, not required "
+                     "significant)", f"{d['mean']:+.2f} pp (s.e. {d['se']:.2f}, {d['n']} splits)",
+                     bool(d["mean"] < 0))
+
+
 def assert_paired_not_below(per_split, a, b, what_text, what="test", z=2.0):
     """``a``'s error not significantly below ``b``'s: paired mean difference ``>= -z`` s.e. (the paper's direction
     where it has ``a`` above ``b``, asserted weakly)."""

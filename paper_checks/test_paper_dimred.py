@@ -12,11 +12,12 @@ subject for training, 3 for testing), at ranks ``RANKS``:
 * PCA: the leading ``r`` principal directions of the 50-dimensional inputs;
 * LDA: :class:`metricopt.LDA` with ``r`` components (at most classes - 1 = 39; not in the paper's Fig. 13);
 * LMNN-S: the full LMNN metric (JAX backend, certified gap 1e-3) truncated to its ``r`` leading eigenvectors;
-* LMNN-R: :class:`metricopt.LMNN` with ``n_components=r`` (rectangular, reported ``stationary``, never optimal).
+* LMNN-R: :class:`metricopt.LMNN` with ``n_components=r`` (rectangular; ``stationary`` or ``iteration_limit``, never optimal).
 
 The paper's numbers are on MNIST, not on these faces, so none is compared. Asserted (fixed before the runs),
 paired over the splits, the directions of Section 6.3: at every rank LMNN-R's 3-NN error is below PCA's, and at
-the lowest rank LMNN-R is not above LMNN-S (the paper: LMNN-R better, the two converging as the rank grows).
+the lowest rank LMNN-R's mean paired error is strictly below LMNN-S's (the point estimate, not required significant;
+the paper finds LMNN-R the better of the two, and the gap narrows as the rank grows).
 kNN errors use the tie-inclusive rule.
 """
 
@@ -77,14 +78,15 @@ def test_dimensionality_reduction_section_5_4():
         tables.append(C.method_table(f"ORL faces, rank {r}", "orl", f"{n} splits, 7 images per subject, pixels / 255, "
                                      f"PCA {DIMS}", summary, names))
         checks.append(C.assert_paired_gain(per_rank[r], "lmnn_r", "pca", f"ORL rank {r}: LMNN-R below PCA"))
-    checks.append(C.assert_paired_not_worse(per_rank[RANKS[0]], "lmnn_r", "lmnn_s",
-                                            f"ORL rank {RANKS[0]}: LMNN-R not above LMNN-S"))
+    checks.append(C.assert_paired_below(per_rank[RANKS[0]], "lmnn_r", "lmnn_s",
+                                        f"ORL rank {RANKS[0]}: LMNN-R not above LMNN-S (below in the paired mean)",
+                                        "the paper: LMNN-R outperforms LMNN-S"))
     fig = {what: C.jmlr_text("Sec. 6.3", "MNIST (Fig. 13)", what) for what in (
         "principal components before training", "smallest rank r of LMNN-R", "largest rank r of LMNN-R",
         "LMNN-R test error % at 15 dimensions", "baseline kNN test error % (original space)",
         "LMNN-R test error % at 25 dimensions")}
     notes = [f"ORL faces (32x32), {n} splits of 7/3 images per subject, PCA {DIMS} fitted on the training images; "
-             f"LMNN-S truncates the full LMNN metric (JAX, certified 1e-3); LMNN-R is reported stationary.",
+             f"LMNN-S truncates the full LMNN metric (JAX, certified 1e-3); LMNN-R (non-convex) is never reported optimal: stationary, or at its iteration limit.",
              f"Paper (JMLR 2009 Sec. 6.3, Fig. 13): MNIST projected on {fig['principal components before training']:.0f} "
              f"principal components, LMNN-R at ranks {fig['smallest rank r of LMNN-R']:.0f} to "
              f"{fig['largest rank r of LMNN-R']:.0f}: {fig['LMNN-R test error % at 15 dimensions']:.2f} % at 15 "
