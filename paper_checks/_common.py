@@ -1199,6 +1199,27 @@ def _yale_extensions_mismatches():
 KNOWN_MISMATCHES.update(_yale_extensions_mismatches())
 
 
+def _mnist_extensions_mismatches():
+    """The known mismatch of the multi-pass check on MNIST-5k (``test_paper_mnist_extensions.py``), measured by its
+    run of 2026-11-27 (60 splits, one core, 1,328 s)."""
+    mp, one = _T1("LMNN (multiple passes)", "mnist"), _T1("LMNN PCA", "mnist")
+    return {
+        f"MNIST-5k: 2-pass LMNN kNN below single-pass LMNN kNN in the paired mean (paper: {mp - one:+.2f} pp)": (
+            "not reproduced, measured on the MNIST-5k check's protocol (the 5,000-image subset, 3,500 / 1,500 splits, "
+            "raw pixels, PCA 50), 60 splits: 2-pass LMNN 4.70 +- 0.07 % against single-pass 4.63 +- 0.07 %, paired "
+            "difference +0.07 pp (s.e. 0.04; lower on 22 splits, higher on 35, equal on 3). The paper's "
+            f"{mp - one:+.2f} pp is three of its 10,000 test images on its one split. Every pass is certified "
+            "(all 120 optimal, relative gap <= 9.5e-4), so ours is not an unfinished solve; nor is pass 2 the same "
+            "program (on splits 1-6 it re-picks 24.4-25.6 % of the target neighbours; the map has rank 36-39 of 50 "
+            "after pass 1, 30-32 composed). The same as on Yale B (test_paper_yale_extensions.py). Not run here: "
+            "the full MNIST, deskewed, at the paper's 164 dimensions, and its number of passes (not given for "
+            "Table 1). The 2-pass error is below kNN PCA (-0.43 pp, s.e. 0.06), as the paper's."),
+    }
+
+
+KNOWN_MISMATCHES.update(_mnist_extensions_mismatches())
+
+
 # ------------------------------------------------------------------ multi-pass LMNN on one split (the extension checks)
 def nan_split(status, t, ntr, nte, d, euclid, message):
     """A split whose metric could not be learned: Euclidean kNN error only, the reason in ``message``."""
@@ -1251,6 +1272,75 @@ def multipass_split(Xtr, ytr, Xte, yte, euclid, *, variants, passes, time_limit,
         {"pass_statuses": statuses, "pass_rel_gaps": gaps, "pass_times": mp.times, "rank": int(mp.L.shape[0]),
          "pass_iterations": [s.stats.get("iterations") for s in mp.solutions]})
     return out
+
+
+def count_pass_statuses(row, results):
+    """Make a multi-pass row's certificate summary count every pass's solve (``extra["pass_statuses"]``), not one
+    per split: ``row["summary"]["certificates"]`` gets ``statuses`` (status -> solves) and ``solves``.
+
+    Parameters
+    ----------
+    row : dict
+        The row (:func:`make_row`) of the multi-pass variant.
+    results : list of SplitResult
+        Its splits' results.
+
+    Returns
+    -------
+    dict
+        The status counts.
+    """
+    counts: dict = {}
+    for r in results:
+        for st in r.extra.get("pass_statuses", [r.status]):
+            counts[st] = counts.get(st, 0) + 1
+    row["summary"]["certificates"]["statuses"] = counts
+    row["summary"]["certificates"]["solves"] = sum(counts.values())
+    return counts
+
+
+def table1_variant_rows(dataset, dataset_key, protocol, prep, variants, column, paper_rows, base_row, multipass):
+    """The rows of a check of JMLR 2009 Table 1's LMNN variants (multiple passes, multiple metrics) against single-pass
+    LMNN on the same splits: one :func:`make_row` per variant with results, the first (single-pass LMNN, Table 1's
+    "LMNN PCA") under ``dataset_key`` so that RESULTS.md shows its paper numbers from the source table; the others
+    without (it would show the single-pass numbers), each with the paper's numbers of its row and of ``base_row``
+    (e.g. "kNN PCA") under ``"paper_table1"``. The multi-pass variant's certificate summary counts every pass
+    (:func:`count_pass_statuses`).
+
+    Parameters
+    ----------
+    dataset : str
+        The data set's name in the rows.
+    dataset_key : str
+        Its key in the source table (:data:`PAPER`), given to the first variant only.
+    protocol, prep : str
+        The splits and the preprocessing, as :func:`make_row` takes them.
+    variants : sequence of (str, str, list)
+        ``(variant, backend text, results)``, single-pass LMNN first; a variant without results is left out.
+    column : str
+        Table 1's column (e.g. ``"mnist"``).
+    paper_rows : dict
+        Each variant's Table 1 row (e.g. ``"LMNN (multiple passes)"``).
+    base_row : str
+        The Table 1 row the variants are compared with besides single-pass LMNN (e.g. ``"kNN PCA"``).
+    multipass : str
+        The multi-pass variant (its statuses count every pass).
+
+    Returns
+    -------
+    dict
+        The rows by variant, in the order given.
+    """
+    rows = {}
+    for variant, backend, results in variants:
+        if not results:
+            continue
+        row = make_row(dataset, variant, dataset_key if not rows else None, protocol, prep, backend, results)
+        row["paper_table1"] = {base_row: jmlr(base_row, column), paper_rows[variant]: jmlr(paper_rows[variant], column)}
+        if variant == multipass:
+            count_pass_statuses(row, results)
+        rows[variant] = row
+    return rows
 
 
 def paired_results(a, b, method_b="lmnn"):

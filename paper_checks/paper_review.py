@@ -412,6 +412,16 @@ def _protocol_differences():
             "images not deskewed (the paper deskewed them)",
             f"dimension: PCA 50 against {T1('# reduced dimensions', 'mnist'):.0f}",
             "splits: 2 random 70/30 against the standard partition"]),
+        "mnist-extensions": ("JMLR 2009 Table 1, mnist, row MP (Sec. 5.1; reduced: shown beside ours, not compared)", [
+            f"the MNIST-5k check's protocol (see mnist-5k): the 5,000-image subset, 3,500 training images against "
+            f"{T1('# training examples', 'mnist'):.0f}, not deskewed, PCA 50 against "
+            f"{T1('# reduced dimensions', 'mnist'):.0f}",
+            f"splits: 60 random 70/30 (the first 2 the MNIST-5k check's) against "
+            f"{T1('# of train/test splits', 'mnist'):.0f} (the standard partition)",
+            "2 passes (the paper does not give its number), each on the JAX backend (tol 1e-3) within the MNIST-5k "
+            "check's 600 s a solve, its certified gap asserted <= 0.1 (max 9.5e-4; all 120 passes optimal)",
+            "multi-metric (row MM) not run (not attempted: its lifted program holds a dense 35,000 x 500 array)",
+            "no energy rule and no training leave-one-out errors", tie_rule]),
         "dimred": ("JMLR 2009 Sec. 6.3, Fig. 13 (MNIST; not compared)", [
             f"data: ORL faces at PCA 50 against MNIST at {P.jmlr_text('Sec. 6.3', 'MNIST (Fig. 13)', 'principal components before training'):.0f} "
             "principal components",
@@ -625,6 +635,14 @@ def _table1_measurements(results):
             if row == "LMNN PCA":  # its Euclidean error after PCA, on the same splits
                 s = r["summary"]["euclidean"]
                 add("kNN PCA", "yFaces", _ms(s["mean"], s["se"], r["n_splits"]), "yale-extensions: same splits")
+    for r in (results.get("mnist-extensions") or {}).get("rows", []):  # the MNIST-5k check's protocol, more splits
+        row = ext.get(r["variant"])
+        if row is not None:
+            s = r["summary"]["lmnn"]
+            add(row, "mnist", _ms(s["mean"], s["se"], r["n_splits"]), f"mnist-extensions: {r['variant']}")
+            if row == "LMNN PCA":  # its Euclidean error after PCA, on the same splits
+                s = r["summary"]["euclidean"]
+                add("kNN PCA", "mnist", _ms(s["mean"], s["se"], r["n_splits"]), "mnist-extensions: same splits")
     return out
 
 

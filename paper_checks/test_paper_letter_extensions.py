@@ -144,28 +144,12 @@ def test_letter_extensions():
     protocol = ("random stratified 14,000/6,000 splits of the 20,000 letters, seed 0 (the splits of "
                 "test_paper_letter.py)")
     prep = "none (16 integer features)"
-    rows = []
-    for v, backend, rs in (
-            (V_ONE, "jax/fista, certified gap <= 1e-3 (pass 1 of the 2-pass run)", res[V_ONE]),
-            (V_TWO, f"jax/fista, {PASSES} passes, each certified gap <= 1e-3", res[V_TWO]),
-            (V_MM, f"jax/fista, joint program of 26 metrics, tol 1e-3, time limit {MM_TIME_LIMIT:.0f} s", res[V_MM])):
-        if not rs:
-            continue
-        # paper numbers: the 1-pass row is Table 1's "LMNN PCA" row, which make_results.py shows from the source
-        # table (``_common.PAPER``); the variants' rows get none there (it would show the single-pass numbers), so
-        # their paper numbers are stored under "paper_table1" and quoted in the notes
-        row = C.make_row("letter-recognition", v, "letter-recognition" if v == V_ONE else None, protocol, prep,
-                         backend, rs)
-        row["paper_table1"] = {"kNN Euclidean": C.jmlr(ROW_EUC, COLUMN), PAPER_ROW[v]: C.jmlr(PAPER_ROW[v], COLUMN)}
-        rows.append(row)
-    row_by = {r["variant"]: r for r in rows}
-    if V_TWO in row_by:  # the 2-pass row counts the statuses of every pass's solve, not one per split
-        all_st = {}
-        for r in res[V_TWO]:
-            for st in r.extra.get("pass_statuses", [r.status]):
-                all_st[st] = all_st.get(st, 0) + 1
-        row_by[V_TWO]["summary"]["certificates"]["statuses"] = all_st
-        row_by[V_TWO]["summary"]["certificates"]["solves"] = sum(all_st.values())
+    row_by = C.table1_variant_rows("letter-recognition", "letter-recognition", protocol, prep, (
+        (V_ONE, "jax/fista, certified gap <= 1e-3 (pass 1 of the 2-pass run)", res[V_ONE]),
+        (V_TWO, f"jax/fista, {PASSES} passes, each certified gap <= 1e-3", res[V_TWO]),
+        (V_MM, f"jax/fista, joint program of 26 metrics, tol 1e-3, time limit {MM_TIME_LIMIT:.0f} s", res[V_MM])),
+        COLUMN, PAPER_ROW, ROW_EUC, multipass=V_TWO)
+    rows = list(row_by.values())
 
     one, euc = C.jmlr(ROW_ONE, COLUMN), C.jmlr(ROW_EUC, COLUMN)
     checks = []

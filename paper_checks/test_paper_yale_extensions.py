@@ -128,24 +128,11 @@ def test_yale_extensions():
     prep = (f"pixels / 255, PCA fitted on the training part, leading {YALE_DISCARD} components dropped, {DIMS} kept "
             "(32x32 pixels)")
     limit = f"{YALE_JAX['time_limit']:.0f} s"
-    rows = []
-    for v, backend, rs in (
-            (V_ONE, f"jax/fista, tol 1e-3, time limit {limit} (pass 1 of the 2-pass run)", res[V_ONE]),
-            (V_TWO, f"jax/fista, {PASSES} passes, each tol 1e-3, time limit {MP_TIME_LIMIT:.0f} s for both",
-             res[V_TWO])):
-        # paper numbers: the 1-pass row is Table 1's "LMNN PCA" row (its Euclidean column "kNN PCA"), shown from the
-        # source table (``_common.PAPER``); the 2-pass row gets none there (it would show the single-pass numbers),
-        # so its paper numbers are stored under "paper_table1" and quoted in the notes
-        row = C.make_row("Extended Yale B", v, "yale-b" if v == V_ONE else None, protocol, prep, backend, rs)
-        row["paper_table1"] = {ROW_PCA: C.jmlr(ROW_PCA, COLUMN), PAPER_ROW[v]: C.jmlr(PAPER_ROW[v], COLUMN)}
-        rows.append(row)
-    row_by = {r["variant"]: r for r in rows}
-    all_st = {}  # the 2-pass row counts the statuses of every pass's solve, not one per split
-    for r in res[V_TWO]:
-        for st in r.extra.get("pass_statuses", [r.status]):
-            all_st[st] = all_st.get(st, 0) + 1
-    row_by[V_TWO]["summary"]["certificates"]["statuses"] = all_st
-    row_by[V_TWO]["summary"]["certificates"]["solves"] = sum(all_st.values())
+    row_by = C.table1_variant_rows("Extended Yale B", "yale-b", protocol, prep, (
+        (V_ONE, f"jax/fista, tol 1e-3, time limit {limit} (pass 1 of the 2-pass run)", res[V_ONE]),
+        (V_TWO, f"jax/fista, {PASSES} passes, each tol 1e-3, time limit {MP_TIME_LIMIT:.0f} s for both", res[V_TWO])),
+        COLUMN, PAPER_ROW, ROW_PCA, multipass=V_TWO)
+    rows = list(row_by.values())
 
     one, pca, mp = C.jmlr(ROW_ONE, COLUMN), C.jmlr(ROW_PCA, COLUMN), C.jmlr(ROW_MP, COLUMN)
     checks = [C.assert_gap(row_by[V_TWO]["summary"], res[V_TWO], YALE_GAP_TOL,
