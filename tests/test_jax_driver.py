@@ -41,6 +41,9 @@ def test_certificate_schedule_spaces_certificates_out_as_the_solve_goes_on():
     assert not schedule.due(1000 + 50, now=0.0)
     assert schedule.due(1000 + int(CERTIFY_GROWTH * 1000), now=0.0)
     assert not schedule.timed_spacing
+    # re-checks every 80 iterations: the certificate is due at the re-check nearest to 1000 + 200, not the first after
+    assert not schedule.due(1000 + 159, now=0.0, interval=80) and schedule.due(1000 + 160, now=0.0, interval=80)
+    assert not schedule.due(1000 + 160, now=0.0)
     cold = CertificateSchedule(problem, Options.resolve({"certify_every": 50, "deterministic": True}), first=50)
     assert not cold.due(0, now=0.0) and not cold.due(49, now=0.0) and cold.due(50, now=0.0)
 
