@@ -129,3 +129,28 @@ def test_results_say_whether_a_checks_code_is_that_of_the_current_commit(common)
     root = make_results._git("rev-list", "--max-parents=0", "HEAD").split()[0]
     assert make_results._code_vs_head(root, head) == (f" (metricopt/ differs from {h}; "
                                                       f"paper_checks/ differs from {h})")
+
+
+def test_paired_below_is_the_strict_point_estimate_and_a_tie_fails(common):
+    """``assert_paired_below``: passes on a negative paired mean however noisy, fails on a tie (the identity run, where
+    the two maps coincide) and on a positive mean."""
+    _common, _ = common
+    per = [{"a": {"test": 0.10 + e}, "b": {"test": 0.12}} for e in (0.05, -0.06, -0.02)]  # mean -0.01, not significant
+    assert _common.assert_paired_below(per, "a", "b", "a below b", "why").passed
+    tie = [{"a": {"test": 0.12}, "b": {"test": 0.12}} for _ in range(3)]
+    above = [{"a": {"test": 0.13}, "b": {"test": 0.12}} for _ in range(3)]
+    assert not _common.assert_paired_below(tie, "a", "b", "a below b", "why").passed
+    assert not _common.assert_paired_below(above, "a", "b", "a below b", "why").passed
+    assert "mean(a - b) < 0" in _common.assert_paired_below(tie, "a", "b", "a below b", "why").tolerance
+
+
+def test_a_multipass_row_counts_every_pass(common):
+    """``count_pass_statuses``: the multi-pass row's certificate summary counts each pass's solve, not one per split."""
+    from types import SimpleNamespace
+
+    _common, _ = common
+    row = {"summary": {"certificates": {"statuses": {"optimal": 2}, "solves": 2}}}
+    results = [SimpleNamespace(status="optimal", extra={"pass_statuses": ["optimal", "time_limit"]}),
+               SimpleNamespace(status="optimal", extra={"pass_statuses": ["optimal", "optimal"]})]
+    assert _common.count_pass_statuses(row, results) == {"optimal": 3, "time_limit": 1}
+    assert row["summary"]["certificates"] == {"statuses": {"optimal": 3, "time_limit": 1}, "solves": 4}
