@@ -431,12 +431,6 @@ KNOWN_MISMATCHES = {
         "Not explained: the paper's energy classifier may use its own target neighbours or a different tie "
         "handling; not measured."
     ),
-    "wine unscaled: every LMNN solve is certified optimal (status optimal, relative duality gap within tol)": (
-        "numerics of the unscaled wine features (proline ~1e3 against others ~0.1-10): the conic program is badly "
-        "scaled, and 11 of 25 Clarabel solves on the 152-point subsamples end optimal_inaccurate with certified "
-        "relative gaps up to 4.3e-2 (> 1e-6). The library reports them as inaccurate, not optimal, and the metrics "
-        "are used as they are. SCS is worse here (1.3e-4 after 140 s on one split)."
-    ),
     band_what("wine unscaled", "euclidean", PAPER["wine"]["euclidean"]): (
         "our Euclidean error over random 152-point subsamples of UCI's 178 wines is 28.52 % (s.e. 1.16, 25 splits), "
         f"3.5 pp above the paper's {_f(PAPER['wine']['euclidean'])} %, with a band of 2.6 pp. Which "
