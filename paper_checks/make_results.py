@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -27,7 +28,7 @@ RESULTS_DIR = HERE / "results"
 OUT = HERE / "RESULTS.md"
 
 #: order of the checks in RESULTS.md (others follow alphabetically)
-ORDER = ["iris", "wine", "balance-scale", "faces", "letter-recognition", "yale-b", "mnist-5k", "dimred", "dimred-mnist", "extensions", "letter-extensions",
+ORDER = ["iris", "wine", "balance-scale", "faces", "letter-recognition", "yale-b", "yale-b-sec42", "mnist-5k", "dimred", "dimred-mnist", "extensions", "letter-extensions",
          "yale-extensions",
          "nca-fig1", "table1-baselines", "gerrymander", "gerrymander-usps", "local-mnist", "local-yale-b", "local-usps",
          "nips2005"]
@@ -120,28 +121,66 @@ def _git(*args):
         return None
 
 
-#: the code a check's numbers depend on: the package, and the checks' own modules (not their output, nor this
-#: module, which only renders it)
-CODE = {"metricopt/": ["metricopt"],
-        "paper_checks/": ["paper_checks", ":(exclude)paper_checks/results", ":(exclude)paper_checks/RESULTS.md",
-                          ":(exclude)paper_checks/make_results.py"]}
+#: modules of ``paper_checks/`` that only render stored results (RESULTS.md, its figures, the review of the
+#: claims against the papers): no number a check measures depends on them
+RENDER_ONLY = ("make_results.py", "figures.py", "paper_review.py")
+_TEST_MODULE = re.compile(r"test_paper_\w+\.py")
+_IMPORTED_TEST_MODULE = re.compile(r"^\s*(?:from|import)\s+(test_paper_\w+)", re.MULTILINE)
 
 
-def _code_vs_head(commit, head):
-    """`` (metricopt/ as at <head>; paper_checks/ differs from <head>)``-style note on a result's recorded
-    ``commit``: empty when either commit is unknown, "not comparable" for a ``+dirty`` commit, "not in this
-    repository" for one git does not know."""
+def check_modules(command):
+    """The ``test_paper_*.py`` modules a result's numbers depend on: those its recorded ``command`` ran and,
+    transitively, the test modules they import (as the current tree has them); ``None`` when the command names
+    none (the result is then compared on the whole of ``paper_checks/``)."""
+    todo = sorted(set(_TEST_MODULE.findall(command or "")))
+    if not todo:
+        return None
+    seen = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        path = HERE / name
+        if path.is_file():
+            todo += [m + ".py" for m in _IMPORTED_TEST_MODULE.findall(path.read_text(encoding="utf-8"))]
+    return seen
+
+
+def check_code_changes(commit, head, command=None):
+    """The files of ``paper_checks/`` a result's numbers depend on that differ between ``commit`` and ``head``.
+
+    A check's code is every module of ``paper_checks/`` except the other checks' ``test_paper_*.py`` modules
+    (:func:`check_modules`), the :data:`RENDER_ONLY` modules, the stored results and the Markdown files.
+    """
+    names = _git("diff", "--name-only", commit, head, "--", "paper_checks")
+    own = check_modules(command)
+    changed = []
+    for path in (names or "").splitlines():
+        rel = path.split("/", 1)[1] if "/" in path else path
+        if rel.startswith("results/") or rel.endswith(".md") or rel in RENDER_ONLY:
+            continue
+        if own is not None and _TEST_MODULE.fullmatch(rel) and rel not in own:
+            continue
+        changed.append(rel)
+    return changed
+
+
+def _code_vs_head(commit, head, command=None):
+    """`` (metricopt/ as at <head>; check code differs from <head>: a.py)``-style note on a result's recorded
+    ``commit`` and ``command`` (:func:`check_code_changes`): empty when either commit is unknown, "not comparable"
+    for a ``+dirty`` commit, "not in this repository" for one git does not know."""
     if head is None or commit in (None, "not recorded"):
         return ""
     if commit.endswith("+dirty"):
         return " (uncommitted code: not comparable)"
     if _git("rev-parse", "--verify", "--quiet", commit + "^{commit}") is None:
         return " (not in this repository)"
-    parts = []
-    for name, paths in CODE.items():
-        same = _git("diff", "--quiet", commit, head, "--", *paths) is not None  # exit 1 (differs) raises
-        parts.append(f"{name} {'as at' if same else 'differs from'} {head[:7]}")
-    return " (" + "; ".join(parts) + ")"
+    same = _git("diff", "--quiet", commit, head, "--", "metricopt") is not None  # exit 1 (differs) raises
+    changed = check_code_changes(commit, head, command)
+    check = f"check code as at {head[:7]}" if not changed else \
+        f"check code differs from {head[:7]}: {', '.join(changed)}"
+    return f" (metricopt/ {'as at' if same else 'differs from'} {head[:7]}; {check})"
 
 
 def assertion_outcome(a, identity=False):
@@ -328,18 +367,23 @@ def build(results_dir=RESULTS_DIR, out=OUT):
                 + " | ".join(f"{_fmt(p.get(m))} / {_fmt(s[m]['mean'])}" for m in ("euclidean", "lmnn", "energy"))
                 + f" | {s['certificates']['max_rel_gap']:.1e} |")
         sections += _section(data, identity)
-    by_commit = {}
-    for n in names:
-        by_commit.setdefault(json.loads(files[n].read_text(encoding="utf-8")).get("commit") or "not recorded",
-                             []).append(n)
     if names:
         head = _git("rev-parse", "--short=12", "HEAD")
+        by_code = {}
+        for n in names:
+            data = json.loads(files[n].read_text(encoding="utf-8"))
+            commit = data.get("commit") or "not recorded"
+            by_code.setdefault((commit, _code_vs_head(commit, head, data.get("command"))), []).append(n)
         lines += ["Commits the results below were computed at (read when the checks start; results of runs before "
                   "commit 636856f read it when a check finished; \"+dirty\": `metricopt/` or `paper_checks/` "
                   "differed from it)" + (f", and whether their code is that of {head}, the commit this file was "
-                                         "built at:" if head else ":"), ""]
-        lines += [f"- {c}{_code_vs_head(c, head)}: {', '.join(ns)}"
-                  for c, ns in sorted(by_commit.items(), key=lambda kv: -len(kv[1]))]
+                                         "built at: `metricopt/`, and the check code (the modules of "
+                                         "`paper_checks/` a result's numbers depend on: the shared modules and the "
+                                         "test modules its command ran, with those they import; not the other "
+                                         "checks' modules, nor `" + "`, `".join(RENDER_ONLY) + "`, which only "
+                                         "render results):" if head else ":"), ""]
+        lines += [f"- {c}{note}: {', '.join(ns)}"
+                  for (c, note), ns in sorted(by_code.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
         lines += [""]
     if summary:
         lines += ["## Overview", "", "| check | run | wall min | assertions | failed | known mismatches |",

@@ -119,7 +119,7 @@ def test_results_say_whether_a_checks_code_is_that_of_the_current_commit(common)
     if head is None:
         pytest.skip("not a git checkout")
     h = head[:7]
-    assert make_results._code_vs_head(head, head) == f" (metricopt/ as at {h}; paper_checks/ as at {h})"
+    assert make_results._code_vs_head(head, head) == f" (metricopt/ as at {h}; check code as at {h})"
     assert make_results._code_vs_head(head + "+dirty", head) == " (uncommitted code: not comparable)"
     assert make_results._code_vs_head("0123456789ab", head) == " (not in this repository)"
     assert make_results._code_vs_head("not recorded", head) == ""
@@ -127,8 +127,23 @@ def test_results_say_whether_a_checks_code_is_that_of_the_current_commit(common)
         return  # the oldest commit of a shallow clone may hold the current code
     # the first commit had neither directory's current code
     root = make_results._git("rev-list", "--max-parents=0", "HEAD").split()[0]
-    assert make_results._code_vs_head(root, head) == (f" (metricopt/ differs from {h}; "
-                                                      f"paper_checks/ differs from {h})")
+    note = make_results._code_vs_head(root, head, "python -m pytest paper_checks/test_paper_uci.py -m slow")
+    assert note.startswith(f" (metricopt/ differs from {h}; check code differs from {h}: ")
+    changed = make_results.check_code_changes(root, head, "python -m pytest paper_checks/test_paper_uci.py -m slow")
+    # the check's own module and the shared modules count; another check's module and the renderers do not
+    assert {"test_paper_uci.py", "_common.py"} <= set(changed)
+    assert not {"test_paper_letter.py", "make_results.py", "paper_review.py", "README.md"} & set(changed)
+    # a command naming no check module is compared on every check module
+    assert "test_paper_letter.py" in make_results.check_code_changes(root, head, "python run.py")
+
+
+def test_a_checks_code_is_its_modules_and_the_test_modules_they_import(common):
+    _, make_results = common
+    cmd = "OMP_NUM_THREADS=1 python -m pytest paper_checks/test_paper_yale_extensions.py -m slow -s -q"
+    assert make_results.check_modules(cmd) == {"test_paper_yale_extensions.py", "test_paper_faces.py"}
+    assert make_results.check_modules("pytest test_paper_dimred_mnist.py::test_x") == {
+        "test_paper_dimred_mnist.py", "test_paper_dimred.py", "test_paper_mnist.py"}
+    assert make_results.check_modules("python -m pytest paper_checks -m slow") is None
 
 
 def test_paired_below_is_the_strict_point_estimate_and_a_tie_fails(common):
