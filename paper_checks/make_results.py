@@ -210,23 +210,27 @@ def _revision_text(rev):
 
 
 def _revisions_table(names, stored):
-    """The claims revised against the papers, with the stored and the revised verdicts."""
+    """The claims revised against the papers: the outcome of the claim before (where a stored result still holds
+    it), the revised claim's outcome on that earlier measurement, and its outcome in the current result."""
     lines = ["## Claims revised against the papers", "",
-             "Each claim of a stored result whose verdict or wording changed because of the papers' own numbers "
-             "(issue 33). \"Stored\": the outcome the run recorded; \"revised\": the claim the check now makes "
-             "in its place and its outcome on the same stored measurement (\"not asserted\": the paper shows a "
-             "tie or gives no direction there). The measured numbers are unchanged.", "",
-             "| check | claim as stored | stored | revised claim | revised | paper | what changed |",
-             "|---|---|---|---|---|---|---|"]
+             "Each claim whose verdict or wording changed because of the papers' own numbers (issue 33). "
+             "\"Before\": the outcome a stored result recorded for the old claim (\"-\": no stored result holds it "
+             "any more, its check has been re-run with the revised claim); \"revised, earlier run\": the revised "
+             "claim's outcome on the earlier run's measurement (\"not asserted\": the paper shows a tie or gives no "
+             "direction there); \"now\": the outcome the current result recorded for the revised claim (\"-\": "
+             "not asserted, or its check not re-run).", "",
+             "| check | claim before | before | revised claim | revised, earlier run | now | paper | what changed |",
+             "|---|---|---|---|---|---|---|---|"]
     for rev in REVISIONS + NEW_CLAIMS:
-        old = "-"
-        if rev.old and rev.check in names:
-            for a in stored[rev.check].get("assertions", []):
-                if a["what"] == rev.old:
-                    old = assertion_outcome(a)[0]
+        old = now = "-"
+        for a in (stored[rev.check].get("assertions", []) if rev.check in names else []):
+            if rev.old and a["what"] == rev.old:
+                old = assertion_outcome(a)[0]
+            if rev.new and a["what"] == rev.new:
+                now = assertion_outcome(a)[0]
         new = "-" if rev.new is None else ("same claim" if rev.new == rev.old else rev.new)
-        lines.append(f"| {rev.check} | {rev.old or '(new claim)'} | {old} | {new} | {rev.verdict} | {rev.paper} | "
-                     f"{rev.why} |")
+        lines.append(f"| {rev.check} | {rev.old or '(new claim)'} | {old} | {new} | {rev.verdict} | {now} | "
+                     f"{rev.paper} | {rev.why} |")
     lines += ["", "Claims of the checks' notes, titles and docstrings corrected against the papers (the sections "
               "below show the notes as the runs stored them):", "",
               "| where | claim before | corrected |", "|---|---|---|"]
