@@ -121,18 +121,18 @@ def _git(*args):
         return None
 
 
-#: modules of ``paper_checks/`` that only render stored results (RESULTS.md, its figures, the review of the
-#: claims against the papers): no number a check measures depends on them
-RENDER_ONLY = ("make_results.py", "figures.py", "paper_review.py")
-_TEST_MODULE = re.compile(r"test_paper_\w+\.py")
-_IMPORTED_TEST_MODULE = re.compile(r"^\s*(?:from|import)\s+(test_paper_\w+)", re.MULTILINE)
+#: modules of ``paper_checks/`` that only run the checks or render their stored results (RESULTS.md, its figures, the
+#: review of the claims against the papers): no number a check measures depends on them
+NOT_CHECK_CODE = ("make_results.py", "figures.py", "paper_review.py", "run_all.py")
+TEST_MODULE = re.compile(r"test_paper_\w+\.py")
+_IMPORTEDTEST_MODULE = re.compile(r"^\s*(?:from|import)\s+(test_paper_\w+)", re.MULTILINE)
 
 
 def check_modules(command):
     """The ``test_paper_*.py`` modules a result's numbers depend on: those its recorded ``command`` ran and,
     transitively, the test modules they import (as the current tree has them); ``None`` when the command names
     none (the result is then compared on the whole of ``paper_checks/``)."""
-    todo = sorted(set(_TEST_MODULE.findall(command or "")))
+    todo = sorted(set(TEST_MODULE.findall(command or "")))
     if not todo:
         return None
     seen = set()
@@ -143,7 +143,7 @@ def check_modules(command):
         seen.add(name)
         path = HERE / name
         if path.is_file():
-            todo += [m + ".py" for m in _IMPORTED_TEST_MODULE.findall(path.read_text(encoding="utf-8"))]
+            todo += [m + ".py" for m in _IMPORTEDTEST_MODULE.findall(path.read_text(encoding="utf-8"))]
     return seen
 
 
@@ -151,16 +151,16 @@ def check_code_changes(commit, head, command=None):
     """The files of ``paper_checks/`` a result's numbers depend on that differ between ``commit`` and ``head``.
 
     A check's code is every module of ``paper_checks/`` except the other checks' ``test_paper_*.py`` modules
-    (:func:`check_modules`), the :data:`RENDER_ONLY` modules, the stored results and the Markdown files.
+    (:func:`check_modules`), the :data:`NOT_CHECK_CODE` modules, the stored results and the Markdown files.
     """
     names = _git("diff", "--name-only", commit, head, "--", "paper_checks")
     own = check_modules(command)
     changed = []
     for path in (names or "").splitlines():
         rel = path.split("/", 1)[1] if "/" in path else path
-        if rel.startswith("results/") or rel.endswith(".md") or rel in RENDER_ONLY:
+        if rel.startswith("results/") or rel.endswith(".md") or rel in NOT_CHECK_CODE:
             continue
-        if own is not None and _TEST_MODULE.fullmatch(rel) and rel not in own:
+        if own is not None and TEST_MODULE.fullmatch(rel) and rel not in own:
             continue
         changed.append(rel)
     return changed
@@ -384,8 +384,8 @@ def build(results_dir=RESULTS_DIR, out=OUT):
                                          "built at: `metricopt/`, and the check code (the modules of "
                                          "`paper_checks/` a result's numbers depend on: the shared modules and the "
                                          "test modules its command ran, with those they import; not the other "
-                                         "checks' modules, nor `" + "`, `".join(RENDER_ONLY) + "`, which only "
-                                         "render results):" if head else ":"), ""]
+                                         "checks' modules, nor `" + "`, `".join(NOT_CHECK_CODE) + "`, which only "
+                                         "run or render results):" if head else ":"), ""]
         lines += [f"- {c}{note}: {', '.join(ns)}"
                   for (c, note), ns in sorted(by_code.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
         lines += [""]

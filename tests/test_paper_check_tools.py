@@ -169,3 +169,32 @@ def test_a_multipass_row_counts_every_pass(common):
                SimpleNamespace(status="optimal", extra={"pass_statuses": ["optimal", "optimal"]})]
     assert _common.count_pass_statuses(row, results) == {"optimal": 3, "time_limit": 1}
     assert row["summary"]["certificates"] == {"statuses": {"optimal": 3, "time_limit": 1}, "solves": 4}
+
+
+def test_run_all_plans_the_longest_checks_first_and_an_identity_run_that_passes_is_a_problem(common, tmp_path):
+    """``paper_checks/run_all.py``: a module's expected time is the stored results' wall times of the commands that
+    named it (an import does not count), unknown modules first; a check that fails and an identity run that passes
+    are the run's problems."""
+    sys.path.insert(0, str(PAPER_CHECKS))
+    try:
+        import run_all
+    finally:
+        sys.path.remove(str(PAPER_CHECKS))
+    stored = {"a.json": ("python -m pytest paper_checks/test_paper_a.py -m slow", 60.0),
+              "a2.json": ("python -m pytest paper_checks/test_paper_a.py::t2 -m slow", 30.0),
+              "a-identity.json": ("python -m pytest paper_checks/test_paper_a.py -m slow", 5.0),
+              "b.json": ("python -m pytest paper_checks/test_paper_b.py -m slow", 600.0)}
+    for name, (command, wall) in stored.items():
+        (tmp_path / name).write_text(json.dumps({"command": command, "wall_time_s": wall}), encoding="utf-8")
+    jobs = run_all.plan(tmp_path, ["test_paper_a.py", "test_paper_b.py", "test_paper_new.py"])
+    inf = float("inf")
+    assert [(j.name, j.expected_s) for j in jobs] == [
+        ("test_paper_b-identity", inf), ("test_paper_new", inf), ("test_paper_new-identity", inf),
+        ("test_paper_b", 600.0), ("test_paper_a", 90.0), ("test_paper_a-identity", 5.0)]
+    assert jobs[0].command().startswith("METRICOPT_PAPER_IDENTITY=1 OMP_NUM_THREADS=1 ")
+    assert jobs[3].command().endswith("--noconftest paper_checks/test_paper_b.py -m slow -s -q")
+    done = {j.name: (0, 1.0) for j in jobs} | {"test_paper_a": (1, 1.0), "test_paper_b-identity": (1, 1.0)}
+    assert run_all.verdict(jobs, done) == [
+        "test_paper_new-identity: the identity run passed: its check cannot fail",
+        "test_paper_a: failed (exit 1; see its log)",
+        "test_paper_a-identity: the identity run passed: its check cannot fail"]
